@@ -1,0 +1,31 @@
+# One-command set-up: `make run` serves the API, `make test` runs the suite.
+# Both create .venv and install pinned requirements on a fresh machine with Python 3.11.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements-installed
+
+.PHONY: venv run test lint bench clean
+
+venv: $(STAMP)
+
+# torch is installed on its own first, pinned, so that nothing can pull the CUDA build.
+$(STAMP): requirements.txt
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=python3"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet "torch==$$(sed -n 's/^torch==//p' requirements.txt)"
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+run: venv
+	$(PY) manage.py run_stack
+
+test: venv
+	$(PY) -m pytest
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(PY) manage.py makemigrations --check --dry-run
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,33 @@
+"""Admin: memories (list, filter by layer, kind and state, search in content)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from memories.models import Memory
+from tenants.admin_base import TenantOwnedAdmin
+
+
+@admin.register(Memory)
+class MemoryAdmin(TenantOwnedAdmin):
+    list_display = ("short_content", "layer", "kind", "state", "scope", "importance",
+                    "tenant", "created_at")
+    list_filter = ("layer", "kind", "state", "tenant")
+    search_fields = ("content",)
+    exclude = ("embedding",)
+    readonly_fields = [f.name for f in Memory._meta.fields if f.name != "embedding"]
+    list_per_page = 50
+    show_full_result_count = False
+
+    @admin.display(description="content")
+    def short_content(self, memory: Memory) -> str:
+        return memory.content[:80]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # memories are added through the API, which embeds them
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,163 @@
+"""Request and response shapes of the memory endpoints (camelCase, as in seed 001)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rest_framework import serializers
+
+from memories.layers import Layer, LayerIdentifiers
+from memories.models import Kind, Memory
+from memories.services import MemoryInput
+from memory_project.errors import InvalidInput
+from memory_project.validation import no_nul
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise serializers.ValidationError("Must be a finite number.")
+    return value
+
+
+class IdentifiersField(serializers.JSONField):
+    """``{"agentId"?, "userId"?, "sessionId"?, "projectId"?, "teamId"?, "orgId"?,
+    "companyId"?}``; unknown keys and empty values are rejected."""
+
+    def to_internal_value(self, data: Any) -> LayerIdentifiers:
+        try:
+            return LayerIdentifiers.from_mapping(data)
+        except InvalidInput as err:
+            raise serializers.ValidationError(err.message) from None
+
+
+class MemoryWriteSerializer(serializers.Serializer):
+    """Body of ``POST /api/v1/memories`` (seed 001 ``AddMemoryInput``)."""
+
+    content = serializers.CharField(trim_whitespace=False)
+    layer = serializers.CharField(help_text=f"One of: {', '.join(x.value for x in Layer)}.")
+    identifiers = IdentifiersField(required=False, default=dict)
+    metadata = serializers.JSONField(required=False, default=dict, validators=[no_nul])
+    kind = serializers.ChoiceField(choices=Kind.choices, default=Kind.FACT)
+    scope = serializers.CharField(max_length=100, default="global")
+    importance = serializers.FloatField(min_value=0, max_value=1, default=0.5,
+                                        validators=[_finite])
+    confidence = serializers.FloatField(min_value=0, max_value=1, default=1.0,
+                                        validators=[_finite])
+    decayRate = serializers.FloatField(min_value=0, max_value=100, default=0.0,
+                                       validators=[_finite])
+    sensitive = serializers.BooleanField(default=False)
+    private = serializers.BooleanField(default=False)
+
+    def to_input(self) -> MemoryInput:
+        return memory_input(self.validated_data)
+
+
+def memory_input(data: dict[str, Any]) -> MemoryInput:
+    """A :class:`MemoryInput` from validated :class:`MemoryWriteSerializer` data."""
+    identifiers = data["identifiers"]
+    if not isinstance(identifiers, LayerIdentifiers):
+        identifiers = LayerIdentifiers.from_mapping(identifiers)
+    return MemoryInput(
+        content=data["content"],
+        layer=data["layer"],
+        identifiers=identifiers,
+        metadata=data["metadata"],
+        kind=data["kind"],
+        scope=data["scope"],
+        importance=data["importance"],
+        confidence=data["confidence"],
+        decay_rate=data["decayRate"],
+        sensitive=data["sensitive"],
+        private=data["private"],
+    )
+
+
+class BulkAddSerializer(serializers.Serializer):
+    """Body of ``POST /api/v1/memories/bulk``: ``{"memories": [AddMemoryInput, ...]}``."""
+
+    memories = MemoryWriteSerializer(many=True, allow_empty=False)
+
+
+class BulkDeleteSerializer(serializers.Serializer):
+    """Body of ``POST /api/v1/memories/bulk-delete``: ``{"ids": [str, ...]}``."""
+
+    ids = serializers.ListField(
+        child=serializers.CharField(max_length=64), allow_empty=False, max_length=1000
+    )
+
+
+class MemoryUpdateSerializer(serializers.Serializer):
+    """Body of ``PATCH /api/v1/memories/{id}`` (seed 001 ``UpdateMemoryInput``).
+
+    ``version`` (or an ``If-Match`` header) makes the update conditional: 409 when stale.
+    """
+
+    content = serializers.CharField(trim_whitespace=False, required=False)
+    metadata = serializers.JSONField(required=False, validators=[no_nul])
+    version = serializers.IntegerField(required=False, min_value=1)
+    kind = serializers.ChoiceField(choices=Kind.choices, required=False)
+    scope = serializers.CharField(max_length=100, required=False)
+    importance = serializers.FloatField(min_value=0, max_value=1, required=False,
+                                        validators=[_finite])
+    confidence = serializers.FloatField(min_value=0, max_value=1, required=False,
+                                        validators=[_finite])
+    decayRate = serializers.FloatField(min_value=0, max_value=100, required=False,
+                                       validators=[_finite])
+    sensitive = serializers.BooleanField(required=False)
+    private = serializers.BooleanField(required=False)
+
+    FIELD_NAMES = {"kind": "kind", "scope": "scope", "importance": "importance",
+                   "confidence": "confidence", "decayRate": "decay_rate",
+                   "sensitive": "sensitive", "private": "private"}
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not set(attrs) - {"version"}:
+            raise serializers.ValidationError("Nothing to update.")
+        return attrs
+
+    def model_fields(self) -> dict[str, Any]:
+        return {
+            column: self.validated_data[name]
+            for name, column in self.FIELD_NAMES.items()
+            if name in self.validated_data
+        }
+
+
+class MemorySerializer(serializers.ModelSerializer):
+    """A memory entry (seed 001 ``MemoryEntry``) with its scoring and lifecycle fields."""
+
+    identifiers = serializers.DictField(child=serializers.CharField(), read_only=True)
+    decayRate = serializers.FloatField(source="decay_rate")
+    lastConfirmedAt = serializers.DateTimeField(source="last_confirmed_at")
+    referenceCount = serializers.IntegerField(source="reference_count")
+    lastReferencedAt = serializers.DateTimeField(source="last_referenced_at")
+    accessCount = serializers.IntegerField(source="access_count")
+    lastAccessedAt = serializers.DateTimeField(source="last_accessed_at")
+    deletedAt = serializers.DateTimeField(source="deleted_at")
+    contentHash = serializers.CharField(source="content_hash")
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+    class Meta:
+        model = Memory
+        fields = [
+            "id", "content", "layer", "identifiers", "metadata", "kind", "scope",
+            "importance", "confidence", "decayRate", "lastConfirmedAt", "referenceCount",
+            "lastReferencedAt", "accessCount", "lastAccessedAt", "sensitive", "private",
+            "state", "deletedAt", "contentHash", "version", "createdAt", "updatedAt",
+        ]
+        read_only_fields = fields
+
+
+class MemoryWithEmbeddingSerializer(MemorySerializer):
+    """:class:`MemorySerializer` plus ``embedding`` (384 floats)."""
+
+    embedding = serializers.SerializerMethodField()
+
+    class Meta(MemorySerializer.Meta):
+        fields = [*MemorySerializer.Meta.fields, "embedding"]
+        read_only_fields = fields
+
+    def get_embedding(self, memory: Memory) -> list[float]:
+        return [float(x) for x in memory.embedding]

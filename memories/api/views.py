@@ -1,0 +1,205 @@
+"""Memory endpoints under ``/api/v1/memories`` (seed 001 "Core Operations")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memories import selectors, services
+from memories.api.serializers import (
+    BulkAddSerializer,
+    BulkDeleteSerializer,
+    MemorySerializer,
+    MemoryUpdateSerializer,
+    MemoryWithEmbeddingSerializer,
+    MemoryWriteSerializer,
+    memory_input,
+)
+from memories.filters import MetadataFilter
+from memories.layers import IDENTIFIER_FIELDS, LayerIdentifiers
+from memories.models import Memory, State
+from memory_project.errors import InvalidInput, MemoryNotFound
+from tenants.api.mixins import TenantScopedViewSetMixin
+from tenants.context import require_context
+
+
+def _memory_queryset() -> Any:
+    return Memory.objects.exclude(state=State.DELETED)
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInput(f"{name} must be an integer.") from None
+
+
+def _if_match(request: Request) -> int | None:
+    raw = request.headers.get("If-Match")
+    if not raw:
+        return None
+    try:
+        return int(raw.strip().removeprefix("W/").strip('"'))
+    except ValueError:
+        raise InvalidInput("If-Match must be a memory version (an ETag from GET).") from None
+
+
+def _memory(memory: Memory, request: Request) -> dict[str, Any]:
+    with_embedding = request.query_params.get("includeEmbedding") in ("true", "1")
+    serializer = MemoryWithEmbeddingSerializer if with_embedding else MemorySerializer
+    return serializer(memory).data
+
+
+IDENTIFIER_PARAMS = [
+    OpenApiParameter(name, str, required=False, description=f"Identifier {name}.")
+    for name in IDENTIFIER_FIELDS
+]
+
+
+class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
+    """Add, bulk add, get, update, delete, bulk delete and list memories of the caller's tenant."""
+
+    serializer_class = MemorySerializer
+    queryset_selector = staticmethod(_memory_queryset)
+    not_found_error = MemoryNotFound
+    lookup_value_regex = "[^/]+"
+    pagination_class = None
+    operation_name = {
+        "create": "memory.add", "bulk": "memory.bulk_add", "retrieve": "memory.get",
+        "partial_update": "memory.update", "destroy": "memory.delete",
+        "bulk_delete": "memory.bulk_delete", "list": "memory.list",
+    }
+
+    @extend_schema(
+        request=MemoryWriteSerializer,
+        responses={201: inline_serializer("AddMemoryOutput", {
+            "memory": MemorySerializer(), "embeddingGenerated": serializers.BooleanField()})},
+    )
+    def create(self, request: Request) -> Response:
+        """Add a memory; the embedding is generated (or taken from the cache)."""
+        body = MemoryWriteSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = services.memory_add(require_context(), item=body.to_input())
+        return Response(
+            {"memory": _memory(result.memory, request),
+             "embeddingGenerated": result.embedding_generated},
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(request=BulkAddSerializer, responses={201: dict})
+    @action(detail=False, methods=["post"])
+    def bulk(self, request: Request) -> Response:
+        """Add up to ``MEMORY_MAX_BULK_ITEMS`` memories in one transaction, embedded in batches."""
+        body = BulkAddSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        items = [memory_input(raw) for raw in body.validated_data["memories"]]
+        results = services.memory_bulk_add(require_context(), items=items)
+        return Response(
+            {"results": [
+                {"memory": _memory(r.memory, request), "embeddingGenerated": r.embedding_generated}
+                for r in results
+            ]},
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(responses={200: inline_serializer("GetMemoryOutput", {
+        "memory": MemorySerializer()})})
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """Get one memory; another tenant's id answers exactly like a missing one (404)."""
+        memory = self.get_object()
+        services.memory_references_record(require_context(), memory_ids=[memory.pk])
+        memory.refresh_from_db()
+        response = Response({"memory": _memory(memory, request)})
+        response["ETag"] = f'"{memory.version}"'
+        return response
+
+    @extend_schema(request=MemoryUpdateSerializer, responses={200: dict})
+    def partial_update(self, request: Request, pk: str) -> Response:
+        """Update content (re-embeds) and/or metadata (shallow merge); 409 on a stale version."""
+        body = MemoryUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        expected = data.get("version")
+        header = _if_match(request)
+        if header is not None:
+            expected = header
+        result = services.memory_update(
+            require_context(),
+            memory_id=pk,
+            content=data.get("content"),
+            metadata=data.get("metadata"),
+            expected_version=expected,
+            fields=body.model_fields(),
+        )
+        response = Response({
+            "memory": _memory(result.memory, request),
+            "embeddingRegenerated": result.embedding_regenerated,
+        })
+        response["ETag"] = f'"{result.memory.version}"'
+        return response
+
+    @extend_schema(responses={200: inline_serializer("DeleteMemoryOutput", {
+        "success": serializers.BooleanField()})})
+    def destroy(self, request: Request, pk: str) -> Response:
+        """Delete a memory. Idempotent: a missing (or another tenant's) id also succeeds."""
+        return Response({"success": services.memory_delete(require_context(), memory_id=pk)})
+
+    @extend_schema(request=BulkDeleteSerializer, responses={200: inline_serializer(
+        "BulkDeleteOutput", {"deleted": serializers.IntegerField(),
+                             "failed": serializers.ListField(child=serializers.CharField())})})
+    @action(detail=False, methods=["post"], url_path="bulk-delete")
+    def bulk_delete(self, request: Request) -> Response:
+        """Delete many memories: ``{"deleted": n, "failed": [malformed ids]}``."""
+        body = BulkDeleteSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(
+            services.memory_bulk_delete(require_context(), memory_ids=body.validated_data["ids"])
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("layer", str, required=True),
+            *IDENTIFIER_PARAMS,
+            OpenApiParameter("cursor", str),
+            OpenApiParameter("limit", int, description="1..100, default 50"),
+            OpenApiParameter("tags", str, description="comma-separated; any of them (OR)"),
+            OpenApiParameter("sourceType", str),
+            OpenApiParameter("hasKnowledgePointer", bool),
+            OpenApiParameter("custom.<field>[__op]", str,
+                             description="op: contains, gt, gte, lt, lte; none = equality"),
+        ],
+        responses={200: inline_serializer("ListMemoriesOutput", {
+            "memories": MemorySerializer(many=True),
+            "nextCursor": serializers.CharField(allow_null=True),
+            "totalCount": serializers.IntegerField()})},
+    )
+    def list(self, request: Request) -> Response:
+        """List one layer's memories, newest first, with cursor pagination and filters."""
+        params = request.query_params
+        layer = params.get("layer")
+        if not layer:
+            raise InvalidInput("The layer query parameter is required.")
+        identifiers = LayerIdentifiers.from_mapping(
+            {k: params[k] for k in IDENTIFIER_FIELDS if k in params}
+        )
+        page = selectors.memory_list(
+            require_context(),
+            layer=layer,
+            identifiers=identifiers,
+            cursor=params.get("cursor"),
+            limit=_int_param(request, "limit", selectors.DEFAULT_PAGE_SIZE),
+            metadata_filter=MetadataFilter.from_query_params(params),
+        )
+        return Response({
+            "memories": [_memory(m, request) for m in page.memories],
+            "nextCursor": page.next_cursor,
+            "totalCount": page.total_count,
+        })

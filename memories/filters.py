@@ -1,0 +1,210 @@
+"""Metadata filters of seed 001 (``MetadataFilter``): tags (OR), source type, knowledge
+pointers, and custom fields with equality, contains and range operators.
+
+JSON form (search body, ``filter``)::
+
+    {"tags": ["a", "b"], "sourceType": "manual", "hasKnowledgePointer": true,
+     "custom": {"priority": 3, "topic": {"contains": "db"}, "score": {"gte": 0.5, "lt": 1}}}
+
+Query-string form (list): ``tags=a,b&sourceType=manual&hasKnowledgePointer=true&
+custom.priority=3&custom.topic__contains=db&custom.score__gte=0.5``. Dotted names reach
+nested fields (``custom.owner.team=core``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KeyTransform
+
+from memory_project.errors import InvalidInput
+
+SOURCE_TYPES = ("conversation", "tool_result", "knowledge_sync", "manual", "import")
+OPERATORS = ("eq", "contains", "gt", "gte", "lt", "lte")
+_FIELD_RE = re.compile(r"^[A-Za-z0-9_\-]{1,64}(\.[A-Za-z0-9_\-]{1,64}){0,4}$")
+MAX_CONDITIONS = 20
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One custom-field condition: ``path`` (dotted), ``op`` (one of OPERATORS), ``value``."""
+
+    path: tuple[str, ...]
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class MetadataFilter:
+    """A parsed filter; an empty one matches everything."""
+
+    tags: tuple[str, ...] = ()
+    source_type: str | None = None
+    has_knowledge_pointer: bool | None = None
+    custom: tuple[Condition, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_json(cls, data: Any) -> MetadataFilter:
+        """Parse the JSON form.
+
+        Raises:
+            InvalidInput: wrong types, unknown keys, operators or source types.
+        """
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            raise InvalidInput("filter must be an object.")
+        unknown = set(data) - {"tags", "sourceType", "hasKnowledgePointer", "custom"}
+        if unknown:
+            raise InvalidInput(f"Unknown filter key(s): {', '.join(sorted(unknown))}.")
+        custom = data.get("custom") or {}
+        if not isinstance(custom, dict):
+            raise InvalidInput("filter.custom must be an object.")
+        conditions: list[Condition] = []
+        for name, spec in custom.items():
+            path = _path(name)
+            if isinstance(spec, dict) and spec and set(spec) <= set(OPERATORS):
+                conditions.extend(_condition(path, op, v) for op, v in spec.items())
+            else:
+                conditions.append(_condition(path, "eq", spec))
+        return cls(
+            tags=_tags(data.get("tags")),
+            source_type=_source_type(data.get("sourceType")),
+            has_knowledge_pointer=_bool(data.get("hasKnowledgePointer"), "hasKnowledgePointer"),
+            custom=_limit(conditions),
+        )
+
+    @classmethod
+    def from_query_params(cls, params: Any) -> MetadataFilter:
+        """Parse the query-string form from a ``QueryDict``.
+
+        Raises:
+            InvalidInput: as :meth:`from_json`.
+        """
+        tags: list[str] = []
+        for raw in params.getlist("tags"):
+            tags.extend(t for t in raw.split(",") if t)
+        conditions: list[Condition] = []
+        for key in params:
+            if not key.startswith("custom."):
+                continue
+            name, _, op = key.removeprefix("custom.").partition("__")
+            for raw in params.getlist(key):
+                conditions.append(_condition(_path(name), op or "eq", _scalar(raw)))
+        kp = params.get("hasKnowledgePointer")
+        return cls(
+            tags=_tags(tags or None),
+            source_type=_source_type(params.get("sourceType")),
+            has_knowledge_pointer=None if kp is None else _bool(_scalar(kp), "hasKnowledgePointer"),
+            custom=_limit(conditions),
+        )
+
+    def apply(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """``queryset`` narrowed to memories whose ``metadata`` matches this filter."""
+        if self.tags:
+            any_tag = Q()
+            for tag in self.tags:
+                any_tag |= Q(metadata__contains={"tags": [tag]})
+            queryset = queryset.filter(any_tag)
+        if self.source_type:
+            queryset = queryset.filter(metadata__contains={"source": {"type": self.source_type}})
+        if self.has_knowledge_pointer is True:
+            queryset = queryset.filter(metadata__has_key="knowledgePointer")
+        elif self.has_knowledge_pointer is False:
+            queryset = queryset.exclude(metadata__has_key="knowledgePointer")
+        for i, cond in enumerate(self.custom):
+            if cond.op == "eq":
+                queryset = queryset.filter(metadata__contains=_nest(cond.path, cond.value))
+                continue
+            alias = f"_meta_{i}"
+            expr: Any = "metadata"
+            for part in cond.path:
+                expr = KeyTransform(part, expr)
+            queryset = queryset.alias(**{alias: expr})
+            if cond.op == "contains":
+                match = Q(**{f"{alias}__contains": [cond.value]})
+                if isinstance(cond.value, str):
+                    match |= Q(**{f"{alias}__icontains": cond.value})
+                queryset = queryset.filter(match)
+            else:
+                queryset = queryset.filter(**{f"{alias}__{cond.op}": cond.value})
+        return queryset
+
+
+def _path(name: Any) -> tuple[str, ...]:
+    if not isinstance(name, str) or not _FIELD_RE.match(name):
+        raise InvalidInput(
+            f"Invalid custom field name {name!r}: use letters, digits, '_', '-', dotted for "
+            "nesting (at most 5 levels)."
+        )
+    return tuple(name.split("."))
+
+
+def _condition(path: tuple[str, ...], op: str, value: Any) -> Condition:
+    if op not in OPERATORS:
+        raise InvalidInput(f"Unknown operator {op!r}.", details={"allowed": list(OPERATORS)})
+    if op in ("gt", "gte", "lt", "lte") and (
+        isinstance(value, bool) or not isinstance(value, (int, float, str))
+    ):
+        raise InvalidInput(f"Operator {op!r} needs a number or a string.")
+    if op == "contains" and isinstance(value, (dict, list)):
+        raise InvalidInput("Operator 'contains' needs a scalar value.")
+    if _has_nul(value):
+        raise InvalidInput("NUL characters are not allowed in filters.")
+    return Condition(path, op, value)
+
+
+def _has_nul(value: Any) -> bool:
+    return "\x00" in json.dumps(value) if not isinstance(value, str) else "\x00" in value
+
+
+def _nest(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    nested: Any = value
+    for part in reversed(path):
+        nested = {part: nested}
+    return nested
+
+
+def _scalar(raw: str) -> Any:
+    """Query-string values: JSON scalars when they parse (3, 0.5, true), else the string."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, (int, float, bool, str)) or value is None else raw
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
+        raise InvalidInput("filter.tags must be a list of non-empty strings.")
+    if any("\x00" in t for t in value) or len(value) > 50:
+        raise InvalidInput("filter.tags: at most 50 tags, without NUL characters.")
+    return tuple(value)
+
+
+def _source_type(value: Any) -> str | None:
+    if value is None:
+        return None
+    if value not in SOURCE_TYPES:
+        raise InvalidInput(
+            f"Unknown sourceType {value!r}.", details={"allowed": list(SOURCE_TYPES)}
+        )
+    return str(value)
+
+
+def _bool(value: Any, name: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise InvalidInput(f"{name} must be true or false.")
+
+
+def _limit(conditions: list[Condition]) -> tuple[Condition, ...]:
+    if len(conditions) > MAX_CONDITIONS:
+        raise InvalidInput(f"At most {MAX_CONDITIONS} custom conditions.")
+    return tuple(conditions)

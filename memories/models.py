@@ -1,0 +1,116 @@
+"""The memory entry of seed 001, with the fields retrieval and lifecycle work rely on."""
+
+from __future__ import annotations
+
+from django.contrib.postgres.indexes import GinIndex
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+from uuid6 import uuid7
+
+from memories.layers import Layer
+from tenants.managers import TenantOwnedModel
+
+EMBEDDING_DIMENSIONS = 384  # all-MiniLM-L6-v2
+
+
+class Kind(models.TextChoices):
+    """What a memory is (seed 002): a fact, an episode or a rule."""
+
+    FACT = "fact"
+    EPISODE = "episode"
+    RULE = "rule"
+
+
+class State(models.TextChoices):
+    """Lifecycle state (seed 001, "Memory Lifecycle")."""
+
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+    DELETED = "deleted"
+
+
+class Memory(TenantOwnedModel):
+    """One memory: content, layer and its identifiers, metadata, embedding, scoring fields.
+
+    ``id`` is a UUIDv7, so ids sort by creation time. ``metadata`` holds seed 001's
+    ``tags``, ``source``, ``knowledgePointer`` and any custom fields. ``version`` increases by
+    one on every update (optimistic locking). ``importance``, ``confidence`` are in [0, 1];
+    ``decay_rate`` is per day.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    content = models.TextField()
+    content_hash = models.CharField(max_length=64, db_index=False)
+    layer = models.CharField(max_length=16, choices=[(x.value, x.value) for x in Layer])
+    agent_id = models.CharField(max_length=255, null=True, blank=True)
+    user_id = models.CharField(max_length=255, null=True, blank=True)
+    session_id = models.CharField(max_length=255, null=True, blank=True)
+    project_id = models.CharField(max_length=255, null=True, blank=True)
+    team_id = models.CharField(max_length=255, null=True, blank=True)
+    org_id = models.CharField(max_length=255, null=True, blank=True)
+    company_id = models.CharField(max_length=255, null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    embedding_model = models.CharField(max_length=100, default="all-MiniLM-L6-v2")
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT)
+    scope = models.CharField(max_length=100, default="global")
+    importance = models.FloatField(default=0.5)
+    confidence = models.FloatField(default=1.0)
+    decay_rate = models.FloatField(default=0.0)
+    last_confirmed_at = models.DateTimeField(null=True, blank=True)
+    reference_count = models.PositiveIntegerField(default=0)
+    last_referenced_at = models.DateTimeField(null=True, blank=True)
+    access_count = models.PositiveIntegerField(default=0)
+    last_accessed_at = models.DateTimeField(null=True, blank=True)
+    sensitive = models.BooleanField(default=False)
+    private = models.BooleanField(default=False)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "layer", "user_id", "id"], name="mem_user_idx"),
+            models.Index(fields=["tenant", "layer", "agent_id", "id"], name="mem_agent_idx"),
+            models.Index(fields=["tenant", "layer", "session_id", "id"], name="mem_session_idx"),
+            models.Index(fields=["tenant", "layer", "project_id", "id"], name="mem_project_idx"),
+            models.Index(fields=["tenant", "layer", "team_id", "id"], name="mem_team_idx"),
+            models.Index(fields=["tenant", "layer", "org_id", "id"], name="mem_org_idx"),
+            models.Index(fields=["tenant", "layer", "company_id", "id"], name="mem_company_idx"),
+            models.Index(fields=["tenant", "content_hash"], name="mem_hash_idx"),
+            GinIndex(fields=["metadata"], name="mem_metadata_gin", opclasses=["jsonb_path_ops"]),
+            HnswIndex(
+                name="mem_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(importance__gte=0, importance__lte=1), name="mem_importance_0_1"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(confidence__gte=0, confidence__lte=1), name="mem_confidence_0_1"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(decay_rate__gte=0), name="mem_decay_rate_ge0"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.layer}: {self.content[:60]}"
+
+    @property
+    def identifiers(self) -> dict[str, str]:
+        """The identifiers that are set, camelCase (seed 001 ``LayerIdentifiers``)."""
+        pairs = {
+            "agentId": self.agent_id, "userId": self.user_id, "sessionId": self.session_id,
+            "projectId": self.project_id, "teamId": self.team_id, "orgId": self.org_id,
+            "companyId": self.company_id,
+        }
+        return {k: v for k, v in pairs.items() if v is not None}

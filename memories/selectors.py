@@ -1,0 +1,91 @@
+"""Reads of the memories app: get and list (seed 001); search lives in ``memories.search``."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from memories.filters import MetadataFilter
+from memories.layers import LayerIdentifiers, parse_layer
+from memories.models import Memory, State
+from memories.scoping import layer_queryset, resolve_identifiers
+from memory_project.errors import InvalidInput
+from tenants.context import TenantContext
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    """Seed 001 ``ListMemoriesOutput``."""
+
+    memories: list[Memory]
+    next_cursor: str | None
+    total_count: int
+
+
+def memory_get(ctx: TenantContext, *, memory_id: Any) -> Memory | None:
+    """The memory ``memory_id`` of the caller's tenant, or ``None`` (seed 001 "Get Memory").
+
+    Missing, malformed, deleted and other tenants' ids all give ``None``.
+    """
+    try:
+        pk = memory_id if isinstance(memory_id, uuid.UUID) else uuid.UUID(str(memory_id))
+    except ValueError:
+        return None
+    return Memory.objects.exclude(state=State.DELETED).filter(pk=pk).first()
+
+
+def encode_cursor(memory_id: uuid.UUID) -> str:
+    """An opaque cursor pointing after ``memory_id``."""
+    return base64.urlsafe_b64encode(memory_id.bytes).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> uuid.UUID:
+    """The id a cursor points after.
+
+    Raises:
+        InvalidInput: the cursor is not one this service issued.
+    """
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return uuid.UUID(bytes=raw)
+    except (ValueError, binascii.Error):
+        raise InvalidInput("Invalid cursor.", operation="memory.list") from None
+
+
+def memory_list(
+    ctx: TenantContext,
+    *,
+    layer: str,
+    identifiers: LayerIdentifiers,
+    cursor: str | None = None,
+    limit: int = DEFAULT_PAGE_SIZE,
+    metadata_filter: MetadataFilter | None = None,
+) -> MemoryPage:
+    """One page of a layer's memories, newest first (seed 001 "List Memories").
+
+    Keyset pagination on the time-ordered id: stable under concurrent inserts.
+
+    Args:
+        limit: page size, 1..100 (default 50).
+
+    Raises:
+        InvalidLayer, MissingIdentifier: as for add.
+        InvalidInput: ``limit`` out of range or a malformed cursor.
+    """
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidInput(f"limit must be within 1..{MAX_PAGE_SIZE}.", operation="memory.list")
+    scoped = layer_queryset(parse_layer(layer), resolve_identifiers(ctx, identifiers))
+    if metadata_filter is not None:
+        scoped = metadata_filter.apply(scoped)
+    page_qs = scoped.order_by("-id")
+    if cursor:
+        page_qs = page_qs.filter(id__lt=decode_cursor(cursor))
+    rows = list(page_qs.defer("embedding")[: limit + 1])
+    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    return MemoryPage(memories=rows[:limit], next_cursor=next_cursor, total_count=scoped.count())

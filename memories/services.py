@@ -1,0 +1,314 @@
+"""Writes of the memories app (seed 001 "Core Operations": add, update, delete, bulk)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from memories.embeddings import content_hash, embed_texts, get_embedder
+from memories.filters import SOURCE_TYPES
+from memories.layers import LayerIdentifiers, parse_layer, require_identifiers
+from memories.models import Kind, Memory
+from memories.scoping import resolve_identifiers
+from memory_project.errors import (
+    ContentTooLong,
+    InvalidInput,
+    MemoryNotFound,
+    MemoryServiceError,
+    VersionConflict,
+)
+from tenants.context import TenantContext
+
+MAX_METADATA_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class MemoryInput:
+    """One memory to add (seed 001 ``AddMemoryInput`` plus the scoring fields)."""
+
+    content: str
+    layer: str
+    identifiers: LayerIdentifiers
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kind: str = Kind.FACT
+    scope: str = "global"
+    importance: float = 0.5
+    confidence: float = 1.0
+    decay_rate: float = 0.0
+    sensitive: bool = False
+    private: bool = False
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """Seed 001 ``AddMemoryOutput``."""
+
+    memory: Memory
+    embedding_generated: bool
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """Seed 001 ``UpdateMemoryOutput``."""
+
+    memory: Memory
+    embedding_regenerated: bool
+
+
+def validate_content(content: Any, *, operation: str) -> str:
+    """Check content: a non-empty string without NUL, at most ``MEMORY_MAX_CONTENT_LENGTH``.
+
+    Raises:
+        InvalidInput: not a string, empty, or contains NUL.
+        ContentTooLong: longer than the limit; ``details.max_length`` gives it.
+    """
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("content must be a non-empty string.", operation=operation)
+    if "\x00" in content:
+        raise InvalidInput("content must not contain NUL characters.", operation=operation)
+    limit = settings.MEMORY_MAX_CONTENT_LENGTH
+    if len(content) > limit:
+        raise ContentTooLong(
+            f"content has {len(content)} characters; the limit is {limit}.",
+            operation=operation,
+            details={"max_length": limit, "length": len(content)},
+        )
+    return content
+
+
+def validate_metadata(metadata: Any, *, operation: str) -> dict[str, Any]:
+    """Check metadata against seed 001 ``MemoryMetadata``.
+
+    Raises:
+        InvalidInput: not an object, over 64 KiB as JSON, NUL characters, ``tags`` not a
+            list of strings, or ``source.type`` not one of the seed's source types.
+    """
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be an object.", operation=operation)
+    encoded = json.dumps(metadata)
+    if "\\u0000" in encoded:
+        raise InvalidInput("metadata must not contain NUL characters.", operation=operation)
+    if len(encoded.encode()) > MAX_METADATA_BYTES:
+        raise InvalidInput(f"metadata is over {MAX_METADATA_BYTES} bytes.", operation=operation)
+    tags = metadata.get("tags")
+    if tags is not None and (
+        not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)
+    ):
+        raise InvalidInput("metadata.tags must be a list of strings.", operation=operation)
+    source = metadata.get("source")
+    if source is not None and (
+        not isinstance(source, dict) or source.get("type") not in SOURCE_TYPES
+    ):
+        raise InvalidInput(
+            "metadata.source must be an object whose type is one of "
+            f"{', '.join(SOURCE_TYPES)}.",
+            operation=operation,
+        )
+    return metadata
+
+
+def _build(ctx: TenantContext, item: MemoryInput, operation: str) -> Memory:
+    layer = parse_layer(item.layer)
+    identifiers = resolve_identifiers(ctx, item.identifiers)
+    require_identifiers(layer, identifiers)
+    content = validate_content(item.content, operation=operation)
+    metadata = validate_metadata(item.metadata, operation=operation)
+    if item.kind not in Kind.values:
+        raise InvalidInput(f"Unknown kind {item.kind!r}.", details={"allowed": Kind.values})
+    for name in ("importance", "confidence"):
+        value = getattr(item, name)
+        if not 0.0 <= value <= 1.0:
+            raise InvalidInput(f"{name} must be within [0, 1].", operation=operation)
+    if item.decay_rate < 0:
+        raise InvalidInput("decay_rate must be >= 0.", operation=operation)
+    columns = {
+        "agent_id": identifiers.agentId, "user_id": identifiers.userId,
+        "session_id": identifiers.sessionId, "project_id": identifiers.projectId,
+        "team_id": identifiers.teamId, "org_id": identifiers.orgId,
+        "company_id": identifiers.companyId,
+    }
+    return Memory(
+        tenant_id=ctx.tenant_id,
+        content=content,
+        content_hash=content_hash(content),
+        layer=layer.value,
+        metadata=metadata,
+        kind=item.kind,
+        scope=item.scope or "global",
+        importance=item.importance,
+        confidence=item.confidence,
+        decay_rate=item.decay_rate,
+        sensitive=item.sensitive,
+        private=item.private,
+        embedding_model=get_embedder().model_name,
+        **columns,
+    )
+
+
+def memory_bulk_add(ctx: TenantContext, *, items: list[MemoryInput]) -> list[AddResult]:
+    """Add many memories in one transaction with one batched embedding call.
+
+    Every item is validated before anything is embedded or written; the first invalid item
+    fails the whole batch (``details.index`` says which) and nothing is stored.
+
+    Raises:
+        InvalidLayer, MissingIdentifier, ContentTooLong, InvalidInput: an invalid item.
+        EmbeddingFailed: the model failed; nothing is written.
+    """
+    operation = "memory.add" if len(items) == 1 else "memory.bulk_add"
+    if not items:
+        return []
+    if len(items) > settings.MEMORY_MAX_BULK_ITEMS:
+        raise InvalidInput(
+            f"At most {settings.MEMORY_MAX_BULK_ITEMS} memories per request.", operation=operation
+        )
+    memories: list[Memory] = []
+    for index, item in enumerate(items):
+        try:
+            memories.append(_build(ctx, item, operation))
+        except MemoryServiceError as err:
+            err.operation = err.operation or operation
+            if len(items) > 1:
+                err.details = {**err.details, "index": index}
+            raise
+    vectors = embed_texts(ctx.tenant_id, [m.content for m in memories])
+    now = timezone.now()
+    for memory, (vector, _) in zip(memories, vectors, strict=True):
+        memory.embedding = vector
+        memory.last_confirmed_at = now
+    with transaction.atomic():
+        Memory.objects.bulk_create(memories)
+    return [
+        AddResult(memory=m, embedding_generated=generated)
+        for m, (_, generated) in zip(memories, vectors, strict=True)
+    ]
+
+
+def memory_add(ctx: TenantContext, *, item: MemoryInput) -> AddResult:
+    """Add one memory (seed 001 "Add Memory"): validate, embed, persist, return it.
+
+    Raises:
+        InvalidLayer: unknown layer (not retryable).
+        MissingIdentifier: ``details.required`` names the layer's required identifiers.
+        ContentTooLong: ``details.max_length`` gives the limit.
+        EmbeddingFailed: nothing is written.
+    """
+    return memory_bulk_add(ctx, items=[item])[0]
+
+
+def _parse_id(memory_id: Any) -> uuid.UUID | None:
+    try:
+        return memory_id if isinstance(memory_id, uuid.UUID) else uuid.UUID(str(memory_id))
+    except ValueError:
+        return None
+
+
+@transaction.atomic
+def memory_update(
+    ctx: TenantContext,
+    *,
+    memory_id: Any,
+    content: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    expected_version: int | None = None,
+    fields: dict[str, Any] | None = None,
+) -> UpdateResult:
+    """Update content and/or metadata (seed 001 "Update Memory").
+
+    New content is re-embedded; metadata is shallow-merged (a key set to ``null`` is
+    removed, as in JSON Merge Patch, RFC 7386, at the top level) and does not re-embed. Both
+    bump ``updatedAt`` and ``version``. ``fields`` may set ``importance``, ``confidence``,
+    ``decay_rate``, ``kind``, ``scope``, ``sensitive``, ``private``.
+
+    Raises:
+        MemoryNotFound: no such memory in the caller's tenant (another tenant's is the same).
+        VersionConflict: ``expected_version`` is not the stored version (409).
+        ContentTooLong, InvalidInput, EmbeddingFailed: as for add; nothing changes.
+    """
+    operation = "memory.update"
+    pk = _parse_id(memory_id)
+    memory = Memory.objects.select_for_update().filter(pk=pk).first() if pk else None
+    if memory is None:
+        raise MemoryNotFound(operation=operation, details={"id": str(memory_id)})
+    if expected_version is not None and expected_version != memory.version:
+        raise VersionConflict(
+            operation=operation, details={"expected": expected_version, "current": memory.version}
+        )
+    regenerated = False
+    if content is not None and content != memory.content:
+        memory.content = validate_content(content, operation=operation)
+        (vector, _), = embed_texts(ctx.tenant_id, [memory.content])
+        memory.embedding = vector
+        memory.content_hash = content_hash(memory.content)
+        regenerated = True
+    if metadata is not None:
+        patch = validate_metadata(metadata, operation=operation)
+        merged = {**memory.metadata, **patch}
+        memory.metadata = validate_metadata(
+            {k: v for k, v in merged.items() if v is not None}, operation=operation
+        )
+    for name, value in (fields or {}).items():
+        setattr(memory, name, value)
+    memory.version = F("version") + 1
+    memory.save()
+    memory.refresh_from_db(fields=["version", "updated_at"])
+    return UpdateResult(memory=memory, embedding_regenerated=regenerated)
+
+
+@transaction.atomic
+def memory_delete(ctx: TenantContext, *, memory_id: Any) -> bool:
+    """Delete a memory (seed 001 "Delete Memory"); idempotent, always ``True``.
+
+    A missing id, a malformed id and another tenant's id all succeed without effect.
+    """
+    pk = _parse_id(memory_id)
+    if pk is not None:
+        Memory.objects.filter(pk=pk).delete()
+    return True
+
+
+@transaction.atomic
+def memory_bulk_delete(ctx: TenantContext, *, memory_ids: list[Any]) -> dict[str, Any]:
+    """Delete many memories (seed 001 ``bulkDelete``).
+
+    Returns:
+        ``{"deleted": int, "failed": [str]}``: ``deleted`` counts rows removed; ``failed``
+        lists ids that are not valid memory ids. Ids that match nothing (missing or another
+        tenant's) are neither: deletion is idempotent.
+    """
+    valid: list[uuid.UUID] = []
+    failed: list[str] = []
+    for raw in memory_ids:
+        pk = _parse_id(raw)
+        if pk is None:
+            failed.append(str(raw))
+        else:
+            valid.append(pk)
+    deleted, _ = Memory.objects.filter(pk__in=valid).delete() if valid else (0, {})
+    return {"deleted": deleted, "failed": failed}
+
+
+def memory_references_record(ctx: TenantContext, *, memory_ids: list[uuid.UUID]) -> int:
+    """Count a retrieval of ``memory_ids``: one UPDATE for the whole request (seed 002).
+
+    Bumps ``reference_count``/``last_referenced_at`` and ``access_count``/
+    ``last_accessed_at``. Returns the number of rows touched.
+    """
+    if not memory_ids:
+        return 0
+    now = timezone.now()
+    return Memory.objects.filter(pk__in=memory_ids).update(
+        reference_count=F("reference_count") + 1,
+        last_referenced_at=now,
+        access_count=F("access_count") + 1,
+        last_accessed_at=now,
+    )

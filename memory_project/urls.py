@@ -1,0 +1,22 @@
+"""URL configuration: the REST API under ``/api/v1/``, OpenAPI, admin, health."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from memory_project import health
+
+urlpatterns = [
+    path("health", health.health, name="health"),
+    path("ready", health.ready, name="ready"),
+    path("api/v1/", include("memories.api.urls")),
+    path("api/v1/", include("tenants.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("admin/", admin.site.urls),
+]
+
+handler404 = "memory_project.errors.handler404"
+handler500 = "memory_project.errors.handler500"

@@ -1,0 +1,10 @@
+"""WSGI entry point, served by gunicorn (see ``run_stack``)."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_project.settings")
+application = get_wsgi_application()

@@ -1,0 +1,83 @@
+"""Admin: tenants, their hierarchy, and API keys (the key is shown once, at creation)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from tenants import services
+from tenants.admin_base import TenantOwnedAdmin
+from tenants.context import tenant_scope
+from tenants.models import ApiKey, Organization, Project, Team, Tenant
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ("name", "slug", "is_active", "created_at")
+    search_fields = ("name", "slug")
+    readonly_fields = ("id", "created_at")
+
+
+@admin.register(Organization)
+class OrganizationAdmin(TenantOwnedAdmin):
+    list_display = ("external_id", "name", "tenant", "created_at")
+    list_filter = ("tenant",)
+    search_fields = ("external_id", "name")
+
+
+@admin.register(Team)
+class TeamAdmin(TenantOwnedAdmin):
+    list_display = ("external_id", "name", "org", "tenant")
+    list_filter = ("tenant",)
+    search_fields = ("external_id", "name")
+
+
+@admin.register(Project)
+class ProjectAdmin(TenantOwnedAdmin):
+    list_display = ("external_id", "name", "team", "tenant")
+    list_filter = ("tenant",)
+    search_fields = ("external_id", "name")
+
+
+class ApiKeyCreateForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ("tenant", "name", "expires_at")
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(TenantOwnedAdmin):
+    list_display = ("prefix", "name", "tenant", "created_at", "expires_at", "revoked_at",
+                    "last_used_at")
+    list_filter = ("tenant",)
+    search_fields = ("prefix", "name")
+    actions = ("revoke",)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = ApiKeyCreateForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return ()
+        return ("tenant", "prefix", "key_hash", "roles", "created_at", "created_by",
+                "expires_at", "revoked_at", "last_used_at")
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if change:
+            return
+        ctx = services.system_context(obj.tenant, f"admin:{request.user.get_username()}")
+        with tenant_scope(ctx):
+            key, raw_key = services.api_key_create(ctx, name=obj.name, expires_at=obj.expires_at)
+        obj.pk = key.pk
+        messages.warning(request, f"New API key (shown once, copy it now): {raw_key}")
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())

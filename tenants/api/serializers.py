@@ -1,0 +1,38 @@
+"""Serializers of the hierarchy endpoints (camelCase, as the seeds spell identifiers)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from memory_project.validation import no_nul
+
+
+class OrganizationSerializer(serializers.Serializer):
+    """``{"orgId": str, "name": str, "createdAt": datetime}``."""
+
+    orgId = serializers.CharField(source="external_id", max_length=255, validators=[no_nul])
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True,
+                                 validators=[no_nul])
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+
+
+class TeamSerializer(serializers.Serializer):
+    """``{"teamId": str, "orgId": str, "name": str, "createdAt": datetime}``."""
+
+    teamId = serializers.CharField(source="external_id", max_length=255, validators=[no_nul])
+    orgId = serializers.CharField(source="org.external_id", max_length=255, validators=[no_nul])
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True,
+                                 validators=[no_nul])
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+
+
+class ProjectSerializer(serializers.Serializer):
+    """``{"projectId", "teamId" (optional), "orgId" (read-only), "name", "createdAt"}``."""
+
+    projectId = serializers.CharField(source="external_id", max_length=255, validators=[no_nul])
+    teamId = serializers.CharField(source="team.external_id", max_length=255, required=False,
+                                   allow_null=True, validators=[no_nul])
+    orgId = serializers.CharField(source="team.org.external_id", read_only=True, default=None)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True,
+                                 validators=[no_nul])
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)

@@ -1,0 +1,50 @@
+"""DRF authentication: an API key becomes the request's :class:`TenantContext`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from tenants.context import TenantContext, activate
+from tenants.services import api_key_authenticate, api_key_touch
+
+
+def raw_key_from(request: Request) -> str | None:
+    """The key from ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``, else ``None``."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if header:
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip()
+    api_key = request.META.get("HTTP_X_API_KEY", "").strip()
+    return api_key or None
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    """Authenticate with an API key and enter its tenant for the rest of the request.
+
+    No key: returns ``None`` (the permission then answers ``MISSING_TENANT_CONTEXT``).
+    Bad key: raises ``INVALID_TENANT_CONTEXT``; the operation never proceeds.
+    """
+
+    def authenticate(self, request: Request) -> tuple[TenantContext, TenantContext] | None:
+        raw_key = raw_key_from(request)
+        if raw_key is None:
+            return None
+        ctx = api_key_authenticate(raw_key)
+        activate(ctx)
+        api_key_touch(ctx.api_key_id)
+        return ctx, ctx
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="memory"'
+
+
+class HasTenantContext(BasePermission):
+    """Allows the request only when authentication produced a :class:`TenantContext`."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return isinstance(request.auth, TenantContext)

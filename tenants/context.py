@@ -1,0 +1,144 @@
+"""The tenant scope of the running code: ``TenantContext`` and the database's ``app.tenant_id``.
+
+Two locks guard every tenant-owned table:
+
+1. PostgreSQL row-level security reads ``app.tenant_id``, which :func:`activate` sets with
+   ``set_config(..., is_local => true)`` — the function form of ``SET LOCAL`` — so it lasts
+   only until the end of the current transaction and never leaks to a pooled connection.
+2. :class:`tenants.managers.TenantScopedManager` reads the same scope from a ``ContextVar``
+   and raises :class:`MissingTenantContext` when there is none (fail-closed).
+
+Cross-tenant access exists only through :func:`dangerously_cross_tenant`, for platform staff.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+
+from memory_project.errors import MissingTenantContext
+
+TENANT_GUC = "app.tenant_id"
+CROSS_TENANT_GUC = "app.cross_tenant"
+API_KEY_PREFIX_GUC = "app.api_key_prefix"
+
+
+@dataclass(frozen=True)
+class TenantContext:
+    """Who is calling and on behalf of which tenant.
+
+    Attributes:
+        tenant_id: the tenant (company) every read and write is bounded to.
+        tenant_slug: the tenant's slug, which is also the ``companyId`` of the company layer.
+        principal: ``"api_key:<prefix>"``, ``"user:<username>"`` or ``"system:<name>"``.
+        roles: role names of the principal (``"admin"``, ``"writer"``, ``"reader"``, ...).
+        api_key_id: the API key used, when the principal is one.
+    """
+
+    tenant_id: uuid.UUID
+    tenant_slug: str
+    principal: str
+    roles: frozenset[str] = field(default_factory=frozenset)
+    api_key_id: uuid.UUID | None = None
+
+    @property
+    def is_authenticated(self) -> bool:
+        """DRF treats the context as the request's user; it is always authenticated."""
+        return True
+
+
+_current: ContextVar[TenantContext | None] = ContextVar("tenant_context", default=None)
+_cross_tenant: ContextVar[str | None] = ContextVar("cross_tenant_reason", default=None)
+
+
+def current_context() -> TenantContext | None:
+    """The active :class:`TenantContext`, or ``None`` outside any tenant scope."""
+    return _current.get()
+
+
+def require_context() -> TenantContext:
+    """The active context. Raises :class:`MissingTenantContext` when there is none."""
+    ctx = _current.get()
+    if ctx is None:
+        raise MissingTenantContext()
+    return ctx
+
+
+def cross_tenant_reason() -> str | None:
+    """Why cross-tenant access is open right now, or ``None`` when it is not."""
+    return _cross_tenant.get()
+
+
+def set_guc(name: str, value: str) -> None:
+    """``SET LOCAL name = value`` for the current transaction (parameterised)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+
+
+def activate(ctx: TenantContext) -> None:
+    """Enter ``ctx`` for the rest of the current transaction (request scope).
+
+    Must run inside a transaction; the request middleware opens one and calls
+    :func:`deactivate` at the end of the request.
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("activate() needs a transaction: the tenant GUC is transaction-local")
+    _current.set(ctx)
+    set_guc(TENANT_GUC, str(ctx.tenant_id))
+
+
+def deactivate() -> None:
+    """Leave any tenant scope entered with :func:`activate`."""
+    _current.set(None)
+    _cross_tenant.set(None)
+    conn = connection
+    if conn.connection is not None and conn.in_atomic_block and not conn.needs_rollback:
+        set_guc(TENANT_GUC, "")
+        set_guc(CROSS_TENANT_GUC, "")
+
+
+@contextmanager
+def tenant_scope(ctx: TenantContext) -> Iterator[TenantContext]:
+    """Run a block as ``ctx``: a transaction with ``app.tenant_id`` set, and the ContextVar.
+
+    Used by Celery tasks, management commands and tests. Restores the previous scope.
+    """
+    previous = _current.get()
+    token = _current.set(ctx)
+    try:
+        with transaction.atomic():
+            set_guc(TENANT_GUC, str(ctx.tenant_id))
+            try:
+                yield ctx
+            finally:
+                if connection.needs_rollback is False:
+                    set_guc(TENANT_GUC, str(previous.tenant_id) if previous else "")
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def dangerously_cross_tenant(reason: str) -> Iterator[None]:
+    """Open every tenant's rows to the block: platform staff only, and always with a reason.
+
+    The caller is responsible for having checked that the principal is platform staff and
+    for writing the access to the audit log.
+    """
+    if not reason:
+        raise ValueError("cross-tenant access needs a reason")
+    token = _cross_tenant.set(reason)
+    try:
+        with transaction.atomic():
+            set_guc(CROSS_TENANT_GUC, "on")
+            try:
+                yield
+            finally:
+                if connection.needs_rollback is False:
+                    set_guc(CROSS_TENANT_GUC, "")
+    finally:
+        _cross_tenant.reset(token)

@@ -1,0 +1,51 @@
+"""``manage.py create_api_key TENANT [--name N] [--expires-days D]``: print a new API key."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import Q
+from django.utils import timezone
+
+from tenants import services
+from tenants.context import tenant_scope
+from tenants.models import Tenant
+
+
+def find_tenant(ref: str) -> Tenant:
+    """The tenant whose slug, name or id is ``ref``.
+
+    Raises:
+        CommandError: no such tenant.
+    """
+    query = Q(slug=ref) | Q(name=ref)
+    try:
+        import uuid
+
+        query |= Q(id=uuid.UUID(ref))
+    except ValueError:
+        pass
+    tenant = Tenant.objects.filter(query).first()
+    if tenant is None:
+        raise CommandError(f"No tenant {ref!r} (give its slug, name or id).")
+    return tenant
+
+
+class Command(BaseCommand):
+    help = "Create an API key for a tenant and print it (it is shown only once)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("tenant", help="slug, name or id")
+        parser.add_argument("--name", default="")
+        parser.add_argument("--expires-days", type=int, default=None)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant = find_tenant(options["tenant"])
+        expires = options["expires_days"]
+        expires_at = timezone.now() + timedelta(days=expires) if expires else None
+        ctx = services.system_context(tenant, "create_api_key")
+        with tenant_scope(ctx):
+            key, raw_key = services.api_key_create(ctx, name=options["name"], expires_at=expires_at)
+        self.stdout.write(f"api key for {tenant.slug} (prefix {key.prefix}, shown once): {raw_key}")

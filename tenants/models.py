@@ -1,0 +1,120 @@
+"""Tenants (companies), the org → team → project hierarchy, and API keys."""
+
+from __future__ import annotations
+
+from django.db import models
+from uuid6 import uuid7
+
+from tenants.managers import TenantOwnedModel
+
+
+class Tenant(models.Model):
+    """A tenant is a company: the unit of isolation. Its ``slug`` is the ``companyId``.
+
+    Not itself tenant-owned (it is the tenant), so it has no row-level security; every table
+    that belongs to a tenant does.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+    is_active = models.BooleanField(default=True)
+    settings = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Organization(TenantOwnedModel):
+    """An organisation inside a company; the ``org`` layer's ``orgId`` is ``external_id``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    external_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "external_id"], name="uniq_org_external_id")
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.external_id
+
+
+class Team(TenantOwnedModel):
+    """A team inside an organisation; ``teamId`` is ``external_id``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="teams")
+    external_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "external_id"], name="uniq_team_external_id")
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.external_id
+
+
+class Project(TenantOwnedModel):
+    """A project inside a team (or directly in the company); ``projectId`` is ``external_id``.
+
+    A call that names a project reaches its team, org and company layers (seed 001).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    team = models.ForeignKey(
+        Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="projects"
+    )
+    external_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "external_id"], name="uniq_project_external_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.external_id
+
+
+class ApiKey(TenantOwnedModel):
+    """An API key. Only a SHA-256 digest of the key is stored; the key is shown once.
+
+    Keys look like ``msk_`` + 8 lookup characters + a 43-character secret. The first 12
+    characters (``prefix``) find the row; the digest comparison is constant-time.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    name = models.CharField(max_length=200, blank=True)
+    prefix = models.CharField(max_length=12, unique=True)
+    key_hash = models.CharField(max_length=64)
+    roles = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+

@@ -1,0 +1,210 @@
+"""Writes of the tenants app: tenants, API keys, the org → team → project hierarchy."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import string
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from memory_project.errors import InvalidInput, InvalidTenantContext, NotFound
+from tenants.context import API_KEY_PREFIX_GUC, TenantContext, set_guc
+from tenants.models import ApiKey, Organization, Project, Team, Tenant
+
+KEY_PREFIX = "msk_"
+PREFIX_LENGTH = 12
+_LOOKUP_ALPHABET = string.ascii_lowercase + string.digits
+# Avoid a write on every request: last_used_at moves at most once a minute.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+def system_context(tenant: Tenant, name: str = "system") -> TenantContext:
+    """A context for work the service does itself (commands, jobs) on ``tenant``."""
+    return TenantContext(
+        tenant_id=tenant.id,
+        tenant_slug=tenant.slug,
+        principal=f"system:{name}",
+        roles=frozenset({"admin"}),
+    )
+
+
+def _digest(raw_key: str) -> str:
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+@transaction.atomic
+def tenant_create(*, name: str, slug: str | None = None) -> Tenant:
+    """Create a tenant (company).
+
+    Raises:
+        InvalidInput: empty name, or the slug is taken.
+    """
+    name = name.strip()
+    slug = slugify(slug or name)
+    if not name or not slug:
+        raise InvalidInput("A tenant needs a name.", operation="tenant.create")
+    if Tenant.objects.filter(slug=slug).exists():
+        raise InvalidInput(f"A tenant with slug {slug!r} exists.", operation="tenant.create")
+    return Tenant.objects.create(name=name, slug=slug)
+
+
+@transaction.atomic
+def api_key_create(
+    ctx: TenantContext,
+    *,
+    name: str = "",
+    roles: list[str] | None = None,
+    expires_at: datetime | None = None,
+) -> tuple[ApiKey, str]:
+    """Create an API key for ``ctx``'s tenant.
+
+    Returns:
+        ``(api_key, raw_key)``; ``raw_key`` exists only here and is never stored.
+    """
+    lookup = "".join(secrets.choice(_LOOKUP_ALPHABET) for _ in range(PREFIX_LENGTH - 4))
+    raw_key = f"{KEY_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
+    key = ApiKey.objects.create(
+        tenant_id=ctx.tenant_id,
+        name=name,
+        prefix=raw_key[:PREFIX_LENGTH],
+        key_hash=_digest(raw_key),
+        roles=roles or ["admin"],
+        created_by=ctx.principal,
+        expires_at=expires_at,
+    )
+    return key, raw_key
+
+
+@transaction.atomic
+def api_key_revoke(ctx: TenantContext, *, key_id: object) -> ApiKey:
+    """Revoke a key of ``ctx``'s tenant (idempotent).
+
+    Raises:
+        NotFound: no such key in this tenant.
+    """
+    key = ApiKey.objects.filter(pk=key_id).first()
+    if key is None:
+        raise NotFound("API key not found.", operation="api_key.revoke")
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+    return key
+
+
+def api_key_authenticate(raw_key: str) -> TenantContext:
+    """Resolve a raw API key to a :class:`TenantContext`.
+
+    The key row is read under row-level security through ``app.api_key_prefix``, which opens
+    exactly the row whose prefix the caller already knows; the secret is then compared as a
+    SHA-256 digest in constant time. Must run inside a transaction.
+
+    Raises:
+        InvalidTenantContext: unknown, malformed, revoked or expired key, or inactive tenant.
+    """
+    raw_key = raw_key.strip()
+    digest = _digest(raw_key)
+    if not raw_key.startswith(KEY_PREFIX) or len(raw_key) <= PREFIX_LENGTH or "\x00" in raw_key:
+        raise InvalidTenantContext()
+    set_guc(API_KEY_PREFIX_GUC, raw_key[:PREFIX_LENGTH])
+    try:
+        key = ApiKey._base_manager.select_related("tenant").filter(
+            prefix=raw_key[:PREFIX_LENGTH]
+        ).first()
+    finally:
+        set_guc(API_KEY_PREFIX_GUC, "")
+    now = timezone.now()
+    if (
+        key is None
+        or not hmac.compare_digest(key.key_hash, digest)
+        or key.revoked_at is not None
+        or (key.expires_at is not None and key.expires_at <= now)
+        or not key.tenant.is_active
+    ):
+        raise InvalidTenantContext()
+    ctx = TenantContext(
+        tenant_id=key.tenant_id,
+        tenant_slug=key.tenant.slug,
+        principal=f"api_key:{key.prefix}",
+        roles=frozenset(key.roles or []),
+        api_key_id=key.id,
+    )
+    return ctx
+
+
+def api_key_touch(key_id: object) -> None:
+    """Record that a key was used (at most once per minute). Needs the key's tenant in scope."""
+    now = timezone.now()
+    ApiKey.objects.filter(pk=key_id).exclude(last_used_at__gt=now - LAST_USED_RESOLUTION).update(
+        last_used_at=now
+    )
+
+
+@transaction.atomic
+def org_create(ctx: TenantContext, *, external_id: str, name: str = "") -> Organization:
+    """Create an organisation in ``ctx``'s tenant.
+
+    Raises:
+        InvalidInput: the ``external_id`` is taken in this tenant.
+    """
+    if Organization.objects.filter(external_id=external_id).exists():
+        raise InvalidInput(f"orgId {external_id!r} exists.", operation="org.create")
+    return Organization.objects.create(tenant_id=ctx.tenant_id, external_id=external_id, name=name)
+
+
+@transaction.atomic
+def team_create(ctx: TenantContext, *, external_id: str, org_id: str, name: str = "") -> Team:
+    """Create a team under the organisation whose ``orgId`` is ``org_id``.
+
+    Raises:
+        InvalidInput: the team's ``external_id`` is taken, or the org does not exist.
+    """
+    org = Organization.objects.filter(external_id=org_id).first()
+    if org is None:
+        raise InvalidInput(f"Unknown orgId {org_id!r}.", operation="team.create")
+    if Team.objects.filter(external_id=external_id).exists():
+        raise InvalidInput(f"teamId {external_id!r} exists.", operation="team.create")
+    return Team.objects.create(
+        tenant_id=ctx.tenant_id, org=org, external_id=external_id, name=name
+    )
+
+
+@transaction.atomic
+def project_create(
+    ctx: TenantContext, *, external_id: str, team_id: str | None = None, name: str = ""
+) -> Project:
+    """Create a project, optionally under the team whose ``teamId`` is ``team_id``.
+
+    Raises:
+        InvalidInput: the project's ``external_id`` is taken, or the team does not exist.
+    """
+    team = None
+    if team_id:
+        team = Team.objects.filter(external_id=team_id).first()
+        if team is None:
+            raise InvalidInput(f"Unknown teamId {team_id!r}.", operation="project.create")
+    if Project.objects.filter(external_id=external_id).exists():
+        raise InvalidInput(f"projectId {external_id!r} exists.", operation="project.create")
+    return Project.objects.create(
+        tenant_id=ctx.tenant_id, team=team, external_id=external_id, name=name
+    )
+
+
+@transaction.atomic
+def project_get_or_create(ctx: TenantContext, *, external_id: str, name: str = "") -> Project:
+    """The project ``external_id`` of ``ctx``'s tenant, created when missing (importers)."""
+    project = Project.objects.filter(external_id=external_id).first()
+    return project or Project.objects.create(
+        tenant_id=ctx.tenant_id, external_id=external_id, name=name
+    )
+
+
+@transaction.atomic
+def hierarchy_delete(ctx: TenantContext, *, model: type, external_id: str) -> bool:
+    """Delete an org, team or project of ``ctx``'s tenant; ``False`` when there is none."""
+    deleted, _ = model.objects.filter(external_id=external_id).delete()
+    return bool(deleted)

@@ -1,0 +1,83 @@
+"""Shared fixtures: the test database (created and migrated by the owner role), two tenants
+with API keys, and helpers to act as either tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connections
+from rest_framework.test import APIClient
+
+from memories.layers import LayerIdentifiers
+from memories.models import Memory
+from memories.services import MemoryInput, memory_add
+from tenants import services as tenant_services
+from tenants.context import TenantContext, tenant_scope
+from tenants.models import Tenant
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment: Any, django_db_blocker: Any) -> Iterator[None]:
+    """Create the test database as the owner role, migrate it as the owner role, and point
+    the app role (``default``) at it: tests then run as the role the service runs as."""
+    with django_db_blocker.unblock():
+        owner, default = connections["owner"], connections["default"]
+        old_name = owner.settings_dict["NAME"]
+        owner.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+        default.close()
+        default.creation.set_as_test_mirror(owner.settings_dict)
+    yield
+    with django_db_blocker.unblock():
+        default.close()
+        owner.creation.destroy_test_db(old_name, verbosity=0)
+
+
+class TenantFixture:
+    """A tenant, its context, a raw API key and an authenticated API client."""
+
+    def __init__(self, tenant: Tenant, raw_key: str) -> None:
+        self.tenant = tenant
+        self.ctx: TenantContext = tenant_services.system_context(tenant, "test")
+        self.key = raw_key
+        self.client = APIClient()
+        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+
+    def add(self, content: str, layer: str = "user", **kwargs: Any) -> Memory:
+        """Add a memory through the service layer as this tenant."""
+        identifiers = kwargs.pop("identifiers", {"userId": "u1"})
+        with tenant_scope(self.ctx):
+            return memory_add(
+                self.ctx,
+                item=MemoryInput(
+                    content=content,
+                    layer=layer,
+                    identifiers=LayerIdentifiers.from_mapping(identifiers),
+                    **kwargs,
+                ),
+            ).memory
+
+
+def make_tenant(name: str) -> TenantFixture:
+    """Create a tenant with one API key."""
+    tenant = tenant_services.tenant_create(name=name)
+    ctx = tenant_services.system_context(tenant)
+    with tenant_scope(ctx):
+        _, raw_key = tenant_services.api_key_create(ctx, name="test")
+    return TenantFixture(tenant, raw_key)
+
+
+@pytest.fixture
+def tenant_a(db: Any) -> TenantFixture:
+    return make_tenant("Acme")
+
+
+@pytest.fixture
+def tenant_b(db: Any) -> TenantFixture:
+    return make_tenant("Globex")
+
+
+@pytest.fixture
+def anon() -> APIClient:
+    return APIClient()
