@@ -17,8 +17,10 @@ class MemoryAdmin(TenantOwnedAdmin):
                     "tenant", "created_at")
     list_filter = ("layer", "kind", "state", "tenant")
     search_fields = ("content",)
-    exclude = ("embedding",)
-    readonly_fields = [f.name for f in Memory._meta.fields if f.name != "embedding"]
+    exclude = ("embedding", "search_vector")
+    readonly_fields = [
+        f.name for f in Memory._meta.fields if f.name not in ("embedding", "search_vector")
+    ]
     list_per_page = 50
     show_full_result_count = False
 

@@ -179,3 +179,23 @@ def embed_texts(
         result.append((found[key], key in generated and key not in seen))
         seen.add(key)
     return result
+
+
+def normalize_query(text: str) -> str:
+    """Cache key form of a query: lower case, runs of whitespace collapsed.
+
+    all-MiniLM-L6-v2 has an uncased tokenizer, so this changes the key, not the vector.
+    """
+    return " ".join(text.lower().split())
+
+
+def embed_query(tenant_id: uuid.UUID, text: str) -> np.ndarray:
+    """The embedding of a search query, cached (LRU, then Redis) by tenant and normalised text.
+
+    A repeated query costs a dictionary lookup instead of a model call.
+
+    Raises:
+        EmbeddingFailed: the model failed.
+    """
+    (vector, _), = embed_texts(tenant_id, [normalize_query(text)], kind="query")
+    return vector

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
 from uuid6 import uuid7
@@ -52,6 +53,12 @@ class Memory(TenantOwnedModel):
     metadata = models.JSONField(default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
     embedding_model = models.CharField(max_length=100, default="all-MiniLM-L6-v2")
+    #: English full-text vector of ``content``, kept by PostgreSQL (stemming: "running" → "run").
+    search_vector = models.GeneratedField(
+        expression=SearchVector("content", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
 
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT)
     scope = models.CharField(max_length=100, default="global")
@@ -82,6 +89,7 @@ class Memory(TenantOwnedModel):
             models.Index(fields=["tenant", "layer", "company_id", "id"], name="mem_company_idx"),
             models.Index(fields=["tenant", "content_hash"], name="mem_hash_idx"),
             GinIndex(fields=["metadata"], name="mem_metadata_gin", opclasses=["jsonb_path_ops"]),
+            GinIndex(fields=["search_vector"], name="mem_search_vector_gin"),
             HnswIndex(
                 name="mem_embedding_hnsw",
                 fields=["embedding"],

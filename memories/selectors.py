@@ -86,6 +86,6 @@ def memory_list(
     page_qs = scoped.order_by("-id")
     if cursor:
         page_qs = page_qs.filter(id__lt=decode_cursor(cursor))
-    rows = list(page_qs.defer("embedding")[: limit + 1])
+    rows = list(page_qs.defer("embedding", "search_vector")[: limit + 1])
     next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
     return MemoryPage(memories=rows[:limit], next_cursor=next_cursor, total_count=scoped.count())

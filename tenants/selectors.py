@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import contextlib
+import uuid
 
-from tenants.models import ApiKey, Organization, Project, Team
+from django.db.models import Q, QuerySet
+
+from tenants.models import ApiKey, Organization, Project, Team, Tenant
 
 
 def project_ancestry(project_id: str) -> tuple[str | None, str | None]:
@@ -44,3 +47,11 @@ def project_list() -> QuerySet[Project]:
 def api_key_list() -> QuerySet[ApiKey]:
     """API keys of the active tenant, newest first."""
     return ApiKey.objects.order_by("-created_at")
+
+
+def tenant_by_ref(ref: str) -> Tenant | None:
+    """The tenant whose slug, name or id is ``ref``, or ``None``."""
+    query = Q(slug=ref) | Q(name=ref)
+    with contextlib.suppress(ValueError):
+        query |= Q(id=uuid.UUID(ref))
+    return Tenant.objects.filter(query).first()

@@ -6,12 +6,12 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db.models import Q
 from django.utils import timezone
 
 from tenants import services
 from tenants.context import tenant_scope
 from tenants.models import Tenant
+from tenants.selectors import tenant_by_ref
 
 
 def find_tenant(ref: str) -> Tenant:
@@ -20,14 +20,7 @@ def find_tenant(ref: str) -> Tenant:
     Raises:
         CommandError: no such tenant.
     """
-    query = Q(slug=ref) | Q(name=ref)
-    try:
-        import uuid
-
-        query |= Q(id=uuid.UUID(ref))
-    except ValueError:
-        pass
-    tenant = Tenant.objects.filter(query).first()
+    tenant = tenant_by_ref(ref)
     if tenant is None:
         raise CommandError(f"No tenant {ref!r} (give its slug, name or id).")
     return tenant

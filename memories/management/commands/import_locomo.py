@@ -1,0 +1,71 @@
+"""``manage.py import_locomo FILE --tenant T``: every turn of every conversation as a memory.
+
+Each conversation becomes a project (``projectId`` = ``sample_id``), each turn a
+project-layer memory added through the same service as the API, in embedding batches.
+Re-running adds nothing twice: turns already stored (by ``dia_id``) are skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from memories.layers import LayerIdentifiers
+from memories.locomo import load_samples, turns
+from memories.models import Kind, Memory
+from memories.services import MemoryInput, memory_bulk_add
+from memory_project.errors import MemoryServiceError
+from tenants.context import tenant_scope
+from tenants.management.commands.create_api_key import find_tenant
+from tenants.services import project_get_or_create, system_context
+
+
+class Command(BaseCommand):
+    help = "Import a LoCoMo-format file: one project per conversation, one memory per turn."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--tenant", required=True, help="tenant slug, name or id")
+        parser.add_argument("--batch-size", type=int, default=64)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant = find_tenant(options["tenant"])
+        ctx = system_context(tenant, "import_locomo")
+        try:
+            samples = load_samples(options["file"])
+        except MemoryServiceError as err:
+            raise CommandError(err.message) from None
+        batch_size = max(1, options["batch_size"])
+        added = skipped = 0
+        for sample in samples:
+            sample_id = str(sample["sample_id"])
+            with tenant_scope(ctx):
+                project_get_or_create(ctx, external_id=sample_id, name=f"LoCoMo {sample_id}")
+                stored = set(
+                    Memory.objects.filter(layer="project", project_id=sample_id)
+                    .exclude(metadata__diaId=None)
+                    .values_list("metadata__diaId", flat=True)
+                )
+            pending = [t for t in turns(sample) if t.dia_id not in stored]
+            skipped += sum(1 for _ in turns(sample)) - len(pending)
+            identifiers = LayerIdentifiers(projectId=sample_id)
+            bar = tqdm(total=len(pending), desc=sample_id, unit="turn", file=self.stderr._out)
+            for start in range(0, len(pending), batch_size):
+                batch = pending[start : start + batch_size]
+                items = [
+                    MemoryInput(content=t.content, layer="project", identifiers=identifiers,
+                                metadata=t.metadata(), kind=Kind.EPISODE)
+                    for t in batch
+                ]
+                with tenant_scope(ctx):
+                    memory_bulk_add(ctx, items=items)
+                added += len(batch)
+                bar.update(len(batch))
+            bar.close()
+        self.stdout.write(
+            f"imported {added} turns from {len(samples)} conversations "
+            f"into tenant {tenant.slug}; {skipped} already present"
+        )

@@ -1,0 +1,151 @@
+"""Recall (seed 002 ``memory_recall``): hybrid candidates re-ranked by a composite score.
+
+``score = w_relevance·relevance + w_importance·importance + w_recency·recency
++ w_confidence·effective_confidence`` with default weights 0.4 / 0.3 / 0.2 / 0.1 (seed 002),
+configurable per scope in the tenant's settings (``recall.scoreWeights[scope]``, with
+``"default"`` for calls without a scope).
+
+- relevance: the hybrid search's Reciprocal Rank Fusion score divided by its maximum
+  ``2/(k+1)`` (rank 1 in both lists), so it lies in (0, 1].
+- importance: the memory's importance in [0, 1].
+- recency: ``0.5 ** (days since last referenced, else created / half-life)``; half-life 30
+  days unless the tenant sets ``recall.recencyHalfLifeDays``.
+- effective confidence: ``confidence × exp(−decay_rate × days since last confirmed)``
+  (seed 002); below ``min_confidence`` (default 0.2) a memory is left out.
+
+Ties: ``created_at`` newest first, then ``id`` ascending (seed 002). ``limit`` is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.utils import timezone
+
+from memories.filters import MetadataFilter
+from memories.layers import LayerIdentifiers
+from memories.search import RRF_K, Candidate, Mode, SearchRequest, memory_search
+from memory_project.errors import InvalidInput
+from tenants.context import TenantContext
+from tenants.models import Tenant
+
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "relevance": 0.4, "importance": 0.3, "recency": 0.2, "confidence": 0.1,
+}
+DEFAULT_MIN_CONFIDENCE = 0.2
+DEFAULT_HALF_LIFE_DAYS = 30.0
+CANDIDATE_POOL = 50
+MAX_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    """What to recall: a topic, the caller's identifiers and optional narrowing."""
+
+    topic: str
+    identifiers: LayerIdentifiers
+    layers: tuple[str, ...] | None = None
+    scope: str | None = None
+    limit: int = 10
+    min_confidence: float | None = None
+    metadata_filter: MetadataFilter = field(default_factory=MetadataFilter)
+
+
+@dataclass
+class Recalled:
+    """A recalled memory with every part of its composite score."""
+
+    candidate: Candidate
+    relevance: float
+    importance: float
+    recency: float
+    effective_confidence: float
+    score: float
+
+
+def validate_weights(weights: object) -> dict[str, float]:
+    """Check a ``score_weights`` mapping: the four names, finite non-negative numbers, not all 0.
+
+    Raises:
+        InvalidInput: anything else.
+    """
+    if not isinstance(weights, dict) or set(weights) != set(DEFAULT_WEIGHTS):
+        raise InvalidInput(
+            "score_weights needs exactly: relevance, importance, recency, confidence."
+        )
+    checked: dict[str, float] = {}
+    for name, value in weights.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidInput(f"score_weights.{name} must be a number.")
+        if not math.isfinite(value) or value < 0:
+            raise InvalidInput(f"score_weights.{name} must be a finite number >= 0.")
+        checked[name] = float(value)
+    if sum(checked.values()) <= 0:
+        raise InvalidInput("score_weights must not all be 0.")
+    return checked
+
+
+def recall_settings(ctx: TenantContext, scope: str | None) -> tuple[dict[str, float], float]:
+    """``(weights, half_life_days)`` for ``scope`` from the tenant's settings."""
+    raw = Tenant.objects.filter(pk=ctx.tenant_id).values_list("settings", flat=True).first()
+    recall = (raw or {}).get("recall") or {}
+    by_scope = recall.get("scoreWeights") or {}
+    weights = by_scope.get(scope or "default") or by_scope.get("default") or DEFAULT_WEIGHTS
+    half_life = recall.get("recencyHalfLifeDays") or DEFAULT_HALF_LIFE_DAYS
+    return dict(weights), float(half_life)
+
+
+def _days(since: datetime | None, now: datetime) -> float:
+    return max(0.0, (now - since).total_seconds() / 86400.0) if since else 0.0
+
+
+def effective_confidence(confidence: float, decay_rate: float, days: float) -> float:
+    """``confidence × exp(−decay_rate × days)`` (seed 002)."""
+    return confidence * math.exp(-decay_rate * days)
+
+
+def memory_recall(ctx: TenantContext, request: RecallRequest) -> list[Recalled]:
+    """Recall up to ``limit`` memories about ``topic``, best composite score first.
+
+    Raises:
+        InvalidInput: limit outside 1..100 or ``min_confidence`` outside [0, 1]; plus the
+        errors of :func:`memories.search.memory_search`.
+    """
+    if isinstance(request.limit, bool) or not 1 <= request.limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be within 1..{MAX_LIMIT}.", operation="memory.recall")
+    min_confidence = request.min_confidence
+    if min_confidence is None:
+        min_confidence = DEFAULT_MIN_CONFIDENCE
+    if not 0.0 <= min_confidence <= 1.0:
+        raise InvalidInput("min_confidence must be within [0, 1].", operation="memory.recall")
+    weights, half_life = recall_settings(ctx, request.scope)
+    pool = max(CANDIDATE_POOL, request.limit)
+    found = memory_search(ctx, SearchRequest(
+        query=request.topic, identifiers=request.identifiers, layers=request.layers,
+        limit=pool, threshold=0.0, metadata_filter=request.metadata_filter,
+        mode=Mode.HYBRID, scope=request.scope,
+    ))
+    now = timezone.now()
+    best_rrf = 2.0 / (RRF_K + 1)
+    recalled: list[Recalled] = []
+    for cand in found.results:
+        memory = cand.memory
+        eff = effective_confidence(
+            memory.confidence, memory.decay_rate,
+            _days(memory.last_confirmed_at or memory.created_at, now),
+        )
+        if eff < min_confidence:
+            continue
+        relevance = (cand.rrf or 0.0) / best_rrf
+        recency = 0.5 ** (_days(memory.last_referenced_at or memory.created_at, now) / half_life)
+        score = (
+            weights["relevance"] * relevance + weights["importance"] * memory.importance
+            + weights["recency"] * recency + weights["confidence"] * eff
+        )
+        recalled.append(Recalled(cand, relevance, memory.importance, recency, eff, score))
+    recalled.sort(key=lambda r: (
+        -r.score, -r.candidate.memory.created_at.timestamp(), str(r.candidate.memory.pk)
+    ))
+    return recalled[: request.limit]
