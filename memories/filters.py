@@ -14,14 +14,16 @@ nested fields (``custom.owner.team=core``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import CharField, Func, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from memory_project.errors import InvalidInput
+from memory_project.validation import unstorable_text
 
 SOURCE_TYPES = ("conversation", "tool_result", "knowledge_sync", "manual", "import")
 OPERATORS = ("eq", "contains", "gt", "gte", "lt", "lte")
@@ -92,9 +94,11 @@ class MetadataFilter:
         for key in params:
             if not key.startswith("custom."):
                 continue
-            name, _, op = key.removeprefix("custom.").partition("__")
+            name, separator, op = key.removeprefix("custom.").partition("__")
+            if not separator:
+                op = "eq"
             for raw in params.getlist(key):
-                conditions.append(_condition(_path(name), op or "eq", _scalar(raw)))
+                conditions.append(_condition(_path(name), op, _scalar(raw)))
         kp = params.get("hasKnowledgePointer")
         return cls(
             tags=_tags(tags or None),
@@ -131,7 +135,13 @@ class MetadataFilter:
                     match |= Q(**{f"{alias}__icontains": cond.value})
                 queryset = queryset.filter(match)
             else:
-                queryset = queryset.filter(**{f"{alias}__{cond.op}": cond.value})
+                # jsonb orders values by type first (null < string < number < ...), so a
+                # range is only meaningful between values of the same JSON type.
+                json_type = "string" if isinstance(cond.value, str) else "number"
+                queryset = queryset.alias(
+                    **{f"{alias}_type": Func(expr, function="jsonb_typeof",
+                                             output_field=CharField())}
+                ).filter(**{f"{alias}_type": json_type, f"{alias}__{cond.op}": cond.value})
         return queryset
 
 
@@ -153,13 +163,14 @@ def _condition(path: tuple[str, ...], op: str, value: Any) -> Condition:
         raise InvalidInput(f"Operator {op!r} needs a number or a string.")
     if op == "contains" and isinstance(value, (dict, list)):
         raise InvalidInput("Operator 'contains' needs a scalar value.")
-    if _has_nul(value):
-        raise InvalidInput("NUL characters are not allowed in filters.")
+    problem = unstorable_text(value)
+    if problem:
+        raise InvalidInput(f"Invalid filter value: {problem}")
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise InvalidInput("Filter values must be finite numbers (no NaN or Infinity).") from None
     return Condition(path, op, value)
-
-
-def _has_nul(value: Any) -> bool:
-    return "\x00" in json.dumps(value) if not isinstance(value, str) else "\x00" in value
 
 
 def _nest(path: tuple[str, ...], value: Any) -> dict[str, Any]:
@@ -175,6 +186,8 @@ def _scalar(raw: str) -> Any:
         value = json.loads(raw)
     except ValueError:
         return raw
+    if isinstance(value, float) and not math.isfinite(value):
+        return raw  # NaN, Infinity, 1e999: compared as the string that was sent
     return value if isinstance(value, (int, float, bool, str)) or value is None else raw
 
 
@@ -183,8 +196,10 @@ def _tags(value: Any) -> tuple[str, ...]:
         return ()
     if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
         raise InvalidInput("filter.tags must be a list of non-empty strings.")
-    if any("\x00" in t for t in value) or len(value) > 50:
-        raise InvalidInput("filter.tags: at most 50 tags, without NUL characters.")
+    if any(unstorable_text(t) for t in value) or len(value) > 50:
+        raise InvalidInput(
+            "filter.tags: at most 50 tags, without NUL or unpaired surrogate characters."
+        )
     return tuple(value)
 
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from memory_project.errors import InvalidInput, InvalidLayer, MissingIdentifier
+from memory_project.validation import unstorable_text
 
 
 class Layer(StrEnum):
@@ -88,9 +89,10 @@ class LayerIdentifiers:
                 continue
             if not isinstance(value, str) or not value.strip():
                 raise InvalidInput(f"{key} must be a non-empty string.")
-            if len(value) > MAX_IDENTIFIER_LENGTH or "\x00" in value:
+            if len(value) > MAX_IDENTIFIER_LENGTH or unstorable_text(value):
                 raise InvalidInput(
-                    f"{key} must be at most {MAX_IDENTIFIER_LENGTH} characters without NUL."
+                    f"{key} must be at most {MAX_IDENTIFIER_LENGTH} characters, without NUL "
+                    "or unpaired surrogate characters."
                 )
             values[key] = value
         return cls(**values)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class Turn:
     dia_id: str
     text: str
     image_caption: str | None
+    context: str = ""
 
     @property
     def content(self) -> str:
@@ -93,19 +94,23 @@ def turns(sample: dict[str, Any]) -> Iterator[Turn]:
     )
     for number in sessions:
         date = str(conversation.get(f"session_{number}_date_time", ""))
-        for turn in conversation.get(f"session_{number}") or []:
-            text = str(turn.get("text", "")).strip()
-            if not text or "dia_id" not in turn:
-                continue
-            yield Turn(
+        session = [
+            Turn(
                 sample_id=str(sample["sample_id"]),
                 session=number,
                 session_date=date,
                 speaker=str(turn.get("speaker", "")),
                 dia_id=str(turn["dia_id"]),
-                text=text,
+                text=str(turn.get("text", "")).strip(),
                 image_caption=(turn.get("blip_caption") or None),
             )
+            for turn in conversation.get(f"session_{number}") or []
+            if isinstance(turn, dict) and str(turn.get("text", "")).strip() and "dia_id" in turn
+        ]
+        for i, turn in enumerate(session):
+            # The neighbouring turns of the session: what a reply answers, and what follows.
+            neighbours = session[max(0, i - 1) : i] + session[i + 1 : i + 2]
+            yield replace(turn, context="\n".join(n.content for n in neighbours))
 
 
 def questions(sample: dict[str, Any]) -> Iterator[Question]:

@@ -53,9 +53,14 @@ class Memory(TenantOwnedModel):
     metadata = models.JSONField(default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
     embedding_model = models.CharField(max_length=100, default="all-MiniLM-L6-v2")
-    #: English full-text vector of ``content``, kept by PostgreSQL (stemming: "running" → "run").
+    #: Text around the memory that helps find it (e.g. the neighbouring turns of a conversation):
+    #: indexed for keyword search at a lower weight, never returned as the memory's content.
+    context = models.TextField(blank=True, default="")
+    #: English full-text vector kept by PostgreSQL (stemming: "running" → "run"); ``content``
+    #: carries weight A, ``context`` weight D.
     search_vector = models.GeneratedField(
-        expression=SearchVector("content", config="english"),
+        expression=SearchVector("content", config="english", weight="A")
+        + SearchVector("context", config="english", weight="D"),
         output_field=SearchVectorField(),
         db_persist=True,
     )

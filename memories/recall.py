@@ -5,8 +5,11 @@
 configurable per scope in the tenant's settings (``recall.scoreWeights[scope]``, with
 ``"default"`` for calls without a scope).
 
-- relevance: the hybrid search's Reciprocal Rank Fusion score divided by its maximum
-  ``2/(k+1)`` (rank 1 in both lists), so it lies in (0, 1].
+- relevance: ``0.5·cosine similarity + 0.5·BM25 / best BM25 of the candidates``, in [0, 1].
+  A composite needs a relevance on the same scale as the other signals, which RRF's rank-only
+  scores are not; a convex combination of normalised scores is also the stronger fusion
+  (Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS
+  2023). Candidates are the hybrid search's lists, 50 deep.
 - importance: the memory's importance in [0, 1].
 - recency: ``0.5 ** (days since last referenced, else created / half-life)``; half-life 30
   days unless the tenant sets ``recall.recencyHalfLifeDays``.
@@ -26,7 +29,7 @@ from django.utils import timezone
 
 from memories.filters import MetadataFilter
 from memories.layers import LayerIdentifiers
-from memories.search import RRF_K, Candidate, Mode, SearchRequest, memory_search
+from memories.search import Candidate, Mode, SearchRequest, memory_search
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 from tenants.models import Tenant
@@ -37,6 +40,8 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 DEFAULT_MIN_CONFIDENCE = 0.2
 DEFAULT_HALF_LIFE_DAYS = 30.0
 CANDIDATE_POOL = 50
+#: Share of cosine similarity in relevance; the rest is BM25 divided by the pool's best.
+RELEVANCE_SEMANTIC = 0.5
 MAX_LIMIT = 100
 
 
@@ -128,7 +133,7 @@ def memory_recall(ctx: TenantContext, request: RecallRequest) -> list[Recalled]:
         mode=Mode.HYBRID, scope=request.scope,
     ))
     now = timezone.now()
-    best_rrf = 2.0 / (RRF_K + 1)
+    best_keyword = max((c.keyword_score or 0.0 for c in found.results), default=0.0) or 1.0
     recalled: list[Recalled] = []
     for cand in found.results:
         memory = cand.memory
@@ -138,7 +143,8 @@ def memory_recall(ctx: TenantContext, request: RecallRequest) -> list[Recalled]:
         )
         if eff < min_confidence:
             continue
-        relevance = (cand.rrf or 0.0) / best_rrf
+        relevance = RELEVANCE_SEMANTIC * max(0.0, cand.similarity or 0.0) + (
+            1 - RELEVANCE_SEMANTIC) * (cand.keyword_score or 0.0) / best_keyword
         recency = 0.5 ** (_days(memory.last_referenced_at or memory.created_at, now) / half_life)
         score = (
             weights["relevance"] * relevance + weights["importance"] * memory.importance

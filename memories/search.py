@@ -7,8 +7,7 @@ Per layer the caller can reach:
   filtered HNSW scan returns fewer than ``limit`` rows (the filter starved it; pgvector before
   0.8 has no iterative scans), the layer is searched again exactly (``distance + 0`` keeps the
   planner off the index), which is cheap because a starved scope is a small one.
-- keyword: the generated ``search_vector`` (English stemming) against the query's words
-  OR-ed (``websearch_to_tsquery``), ranked by ``ts_rank_cd`` normalised by document length.
+- keyword: Okapi BM25 over the generated ``search_vector`` (see ``memories.keyword``).
 - hybrid (default): Reciprocal Rank Fusion of the two lists, ``Σ 1/(k + rank)`` with
   ``k = 60``; a memory missing from a list takes rank ``limit + 1`` there (seed 002; Cormack,
   Clarke & Büttcher, SIGIR 2009). The threshold applies to the semantic list only: a keyword
@@ -21,21 +20,20 @@ similarity to an already kept result of a higher-precedence layer is ≥ 0.95 is
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
-from django.db.models import F, FloatField, Q, QuerySet
+from django.db.models import FloatField, Q, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from pgvector.django import CosineDistance
 
 from memories.embeddings import embed_query
 from memories.filters import MetadataFilter
+from memories.keyword import bm25
 from memories.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
 from memories.models import Kind, Memory
 from memories.scoping import layer_queryset, resolve_identifiers
@@ -46,7 +44,6 @@ from tenants.models import Tenant
 RRF_K = 60
 DEDUP_SIMILARITY = 0.95
 MAX_LIMIT = 100
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 
 class Mode(StrEnum):
@@ -136,31 +133,34 @@ def scope_filter(scope: str | None) -> Q:
     )
 
 
-def keyword_query(query: str) -> SearchQuery | None:
-    """The query's words OR-ed for ``websearch_to_tsquery`` (English); ``None`` if no words."""
-    words = _WORD_RE.findall(query)
-    if not words:
-        return None
-    return SearchQuery(" or ".join(words), search_type="websearch", config="english")
+_LIGHT = ("embedding", "search_vector", "context")  # never needed to rank or to answer
 
 
 def _semantic(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memory]:
     distance = CosineDistance("embedding", vector)
-    rows = list(base.annotate(distance=distance).order_by("distance", "id")[:limit])
+    light = base.defer(*_LIGHT)
+    rows = list(light.annotate(distance=distance).order_by("distance", "id")[:limit])
     if len(rows) < limit:
         # The index scan may have been starved by the filters: scan the scope exactly.
         exact = ExpressionWrapper(distance + Value(0.0), output_field=FloatField())
-        rows = list(base.annotate(distance=exact).order_by("distance", "id")[:limit])
+        rows = list(light.annotate(distance=exact).order_by("distance", "id")[:limit])
     return rows
 
 
-def _keyword(base: QuerySet[Memory], tsquery: SearchQuery, limit: int) -> list[Memory]:
-    rank = SearchRank(F("search_vector"), tsquery, cover_density=True, normalization=Value(1))
-    return list(
-        base.filter(search_vector=tsquery)
-        .annotate(keyword_score=rank)
-        .order_by("-keyword_score", "-created_at", "id")[:limit]
-    )
+def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None
+             ) -> list[Memory]:
+    scored = bm25(base, query, limit)
+    rows_qs = base.defer(*_LIGHT).filter(pk__in=[pk for pk, _ in scored])
+    if vector is not None:
+        rows_qs = rows_qs.annotate(distance=CosineDistance("embedding", vector))
+    rows = {m.pk: m for m in rows_qs}
+    ranked = []
+    for pk, score in scored:
+        memory = rows.get(pk)
+        if memory is not None:
+            memory.keyword_score = score
+            ranked.append(memory)
+    return ranked
 
 
 def _layer_candidates(
@@ -177,16 +177,16 @@ def _layer_candidates(
                 continue
             rank += 1
             by_id[memory.pk] = Candidate(memory, layer, similarity=similarity, semantic_rank=rank)
-    tsquery = keyword_query(request.query) if mode in (Mode.KEYWORD, Mode.HYBRID) else None
-    if tsquery is not None:
-        for rank, memory in enumerate(_keyword(base, tsquery, request.limit), start=1):
+    if mode in (Mode.KEYWORD, Mode.HYBRID):
+        keyword = _keyword(base, request.query, request.limit, vector)
+        for rank, memory in enumerate(keyword, start=1):
             cand = by_id.setdefault(memory.pk, Candidate(memory, layer))
             cand.keyword_score = float(memory.keyword_score)
             cand.keyword_rank = rank
     missing = request.limit + 1
     for cand in by_id.values():
         if vector is not None and cand.similarity is None:
-            cand.similarity = float(np.dot(np.asarray(cand.memory.embedding), vector))
+            cand.similarity = 1.0 - float(cand.memory.distance)
         if mode == Mode.HYBRID:
             cand.rrf = 1.0 / (RRF_K + (cand.semantic_rank or missing)) + 1.0 / (
                 RRF_K + (cand.keyword_rank or missing)
@@ -204,25 +204,34 @@ def _order_within_layer(cand: Candidate) -> tuple[float, float, str]:
     return (-cand.score, -created, str(cand.memory.pk))
 
 
+_NEAR_DUPLICATES_SQL = """
+SELECT a.id, b.id FROM memories_memory a JOIN memories_memory b ON a.id < b.id
+WHERE a.id = ANY(%s) AND b.id = ANY(%s) AND a.layer <> b.layer
+  AND (a.embedding <=> b.embedding) <= %s
+"""
+
+
+def near_duplicates(candidates: list[Candidate]) -> set[frozenset[Any]]:
+    """Pairs of candidates from different layers whose cosine similarity is ≥ 0.95
+    (computed in PostgreSQL, so no vector leaves the database)."""
+    if len({c.layer for c in candidates}) < 2:
+        return set()
+    ids = [c.memory.pk for c in candidates]
+    with connection.cursor() as cursor:
+        cursor.execute(_NEAR_DUPLICATES_SQL, [ids, ids, 1.0 - DEDUP_SIMILARITY])
+        return {frozenset(row) for row in cursor.fetchall()}
+
+
 def merge_by_precedence(candidates: list[Candidate]) -> list[Candidate]:
     """Sort by layer precedence then score, and drop near-duplicates (cosine ≥ 0.95) of a
     result already kept from a higher-precedence layer (seed 001 ``mergeSearchResults``)."""
     ordered = sorted(candidates, key=lambda c: (PRECEDENCE[c.layer], *_order_within_layer(c)))
+    pairs = near_duplicates(ordered)
     kept: list[Candidate] = []
-    kept_vectors: list[np.ndarray] = []
-    kept_layers: list[Layer] = []
     for cand in ordered:
-        vector = np.asarray(cand.memory.embedding, dtype=np.float32)
-        if kept_vectors:
-            sims = np.stack(kept_vectors) @ vector
-            if any(
-                s >= DEDUP_SIMILARITY and layer != cand.layer
-                for s, layer in zip(sims, kept_layers, strict=True)
-            ):
-                continue
+        if pairs and any(frozenset((cand.memory.pk, k.memory.pk)) in pairs for k in kept):
+            continue
         kept.append(cand)
-        kept_vectors.append(vector)
-        kept_layers.append(cand.layer)
     return kept
 
 

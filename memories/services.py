@@ -37,6 +37,7 @@ class MemoryInput:
     layer: str
     identifiers: LayerIdentifiers
     metadata: dict[str, Any] = field(default_factory=dict)
+    context: str = ""
     kind: str = Kind.FACT
     scope: str = "global"
     importance: float = 0.5
@@ -83,6 +84,26 @@ def validate_content(content: Any, *, operation: str) -> str:
     return content
 
 
+def validate_context(context: Any, *, operation: str) -> str:
+    """Check ``context``: a string without NUL, at most twice the content limit.
+
+    Raises:
+        InvalidInput: not a string, or contains NUL.
+        ContentTooLong: too long; ``details.max_length`` gives the limit.
+    """
+    if context is None:
+        return ""
+    if not isinstance(context, str) or "\x00" in context:
+        raise InvalidInput("context must be a string without NUL characters.", operation=operation)
+    limit = 2 * settings.MEMORY_MAX_CONTENT_LENGTH
+    if len(context) > limit:
+        raise ContentTooLong(
+            f"context has {len(context)} characters; the limit is {limit}.",
+            operation=operation, details={"max_length": limit, "field": "context"},
+        )
+    return context
+
+
 def validate_metadata(metadata: Any, *, operation: str) -> dict[str, Any]:
     """Check metadata against seed 001 ``MemoryMetadata``.
 
@@ -122,6 +143,7 @@ def _build(ctx: TenantContext, item: MemoryInput, operation: str) -> Memory:
     require_identifiers(layer, identifiers)
     content = validate_content(item.content, operation=operation)
     metadata = validate_metadata(item.metadata, operation=operation)
+    context = validate_context(item.context, operation=operation)
     if item.kind not in Kind.values:
         raise InvalidInput(f"Unknown kind {item.kind!r}.", details={"allowed": Kind.values})
     for name in ("importance", "confidence"):
@@ -142,6 +164,7 @@ def _build(ctx: TenantContext, item: MemoryInput, operation: str) -> Memory:
         content_hash=content_hash(content),
         layer=layer.value,
         metadata=metadata,
+        context=context,
         kind=item.kind,
         scope=item.scope or "global",
         importance=item.importance,
@@ -256,6 +279,8 @@ def memory_update(
         memory.metadata = validate_metadata(
             {k: v for k, v in merged.items() if v is not None}, operation=operation
         )
+    if fields and "context" in fields:
+        fields = {**fields, "context": validate_context(fields["context"], operation=operation)}
     for name, value in (fields or {}).items():
         setattr(memory, name, value)
     memory.version = F("version") + 1

@@ -38,6 +38,10 @@ class MemoryWriteSerializer(serializers.Serializer):
     layer = serializers.CharField(help_text=f"One of: {', '.join(x.value for x in Layer)}.")
     identifiers = IdentifiersField(required=False, default=dict)
     metadata = serializers.JSONField(required=False, default=dict, validators=[no_nul])
+    context = serializers.CharField(
+        required=False, default="", allow_blank=True, trim_whitespace=False,
+        help_text="Text around the memory that helps find it (keyword search, lower weight).",
+    )
     kind = serializers.ChoiceField(choices=Kind.choices, default=Kind.FACT)
     scope = serializers.CharField(max_length=100, default="global")
     importance = serializers.FloatField(min_value=0, max_value=1, default=0.5,
@@ -63,6 +67,7 @@ def memory_input(data: dict[str, Any]) -> MemoryInput:
         layer=data["layer"],
         identifiers=identifiers,
         metadata=data["metadata"],
+        context=data.get("context", ""),
         kind=data["kind"],
         scope=data["scope"],
         importance=data["importance"],
@@ -96,6 +101,7 @@ class MemoryUpdateSerializer(serializers.Serializer):
     content = serializers.CharField(trim_whitespace=False, required=False)
     metadata = serializers.JSONField(required=False, validators=[no_nul])
     version = serializers.IntegerField(required=False, min_value=1)
+    context = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     kind = serializers.ChoiceField(choices=Kind.choices, required=False)
     scope = serializers.CharField(max_length=100, required=False)
     importance = serializers.FloatField(min_value=0, max_value=1, required=False,
@@ -107,9 +113,9 @@ class MemoryUpdateSerializer(serializers.Serializer):
     sensitive = serializers.BooleanField(required=False)
     private = serializers.BooleanField(required=False)
 
-    FIELD_NAMES = {"kind": "kind", "scope": "scope", "importance": "importance",
-                   "confidence": "confidence", "decayRate": "decay_rate",
-                   "sensitive": "sensitive", "private": "private"}
+    FIELD_NAMES = {"context": "context", "kind": "kind", "scope": "scope",
+                   "importance": "importance", "confidence": "confidence",
+                   "decayRate": "decay_rate", "sensitive": "sensitive", "private": "private"}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not set(attrs) - {"version"}:
@@ -142,7 +148,7 @@ class MemorySerializer(serializers.ModelSerializer):
     class Meta:
         model = Memory
         fields = [
-            "id", "content", "layer", "identifiers", "metadata", "kind", "scope",
+            "id", "content", "layer", "identifiers", "metadata", "context", "kind", "scope",
             "importance", "confidence", "decayRate", "lastConfirmedAt", "referenceCount",
             "lastReferencedAt", "accessCount", "lastAccessedAt", "sensitive", "private",
             "state", "deletedAt", "contentHash", "version", "createdAt", "updatedAt",

@@ -31,7 +31,8 @@ from tenants.services import system_context
 MODES = ("semantic", "keyword", "hybrid", "recall")
 
 
-def retrieve(ctx: TenantContext, mode: str, sample_id: str, question: str, k: int) -> list[Any]:
+def retrieve(ctx: TenantContext, mode: str, sample_id: str, question: str, k: int,
+             threshold: float | None = None) -> list[Any]:
     """The first ``k`` memories for ``question`` in the conversation ``sample_id``."""
     identifiers = LayerIdentifiers(projectId=sample_id)
     if mode == "recall":
@@ -41,14 +42,14 @@ def retrieve(ctx: TenantContext, mode: str, sample_id: str, question: str, k: in
         ))
         return [r.candidate.memory for r in recalled]
     found = memory_search(ctx, SearchRequest(
-        query=question, identifiers=identifiers, layers=("project",), limit=k, threshold=0.0,
+        query=question, identifiers=identifiers, layers=("project",), limit=k, threshold=threshold,
         mode=Mode(mode),
     ))
     return [c.memory for c in found.results]
 
 
 def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
-             progress: Any = None) -> dict[str, Any]:
+             progress: Any = None, threshold: float | None = None) -> dict[str, Any]:
     """Run the evaluation; returns ``{"mode", "k", "questions", "recall": {category: {k: r}},
     "latency_ms": {"p50", "p95"}}``."""
     samples = load_samples(path)
@@ -65,7 +66,7 @@ def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
             raise CommandError(f"Import first: no memories for {', '.join(missing)}.")
         for q in bar:
             start = time.perf_counter()
-            memories = retrieve(ctx, mode, q.sample_id, q.question, depth)
+            memories = retrieve(ctx, mode, q.sample_id, q.question, depth, threshold)
             latencies.append((time.perf_counter() - start) * 1000)
             retrieved = [str((m.metadata or {}).get("diaId")) for m in memories]
             for k in ks:
@@ -74,6 +75,7 @@ def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
                 scores["overall"][k].append(value)
     return {
         "mode": mode,
+        "threshold": threshold,
         "k": ks,
         "questions": len(asked),
         "recall": {
@@ -97,6 +99,11 @@ class Command(BaseCommand):
         parser.add_argument("--k", default="1,5,10", help="comma-separated cut-offs")
         parser.add_argument("--mode", default="hybrid", choices=MODES)
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+        parser.add_argument(
+            "--threshold", type=float, default=None,
+            help="cosine similarity threshold of the semantic list (default: the tenant's "
+                 "default, as the API uses; 0 ranks every memory)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -108,13 +115,15 @@ class Command(BaseCommand):
         ctx = system_context(find_tenant(options["tenant"]), "eval_locomo")
         try:
             report = evaluate(ctx, options["file"], options["mode"], ks,
-                              progress=None if options["json"] else self.stderr._out)
+                              progress=None if options["json"] else self.stderr._out,
+                              threshold=options["threshold"])
         except MemoryServiceError as err:
             raise CommandError(err.message) from None
         if options["json"]:
             self.stdout.write(json.dumps(report))
             return
-        self.stdout.write(f"mode={report['mode']} questions={report['questions']}")
+        self.stdout.write(f"mode={report['mode']} threshold={report['threshold']} "
+                          f"questions={report['questions']}")
         header = "category".ljust(12) + "".join(f"R@{k}".rjust(8) for k in ks) + "      n"
         self.stdout.write(header)
         order = [*CATEGORY_NAMES.values(), "overall"]

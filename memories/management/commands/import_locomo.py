@@ -57,7 +57,7 @@ class Command(BaseCommand):
                 batch = pending[start : start + batch_size]
                 items = [
                     MemoryInput(content=t.content, layer="project", identifiers=identifiers,
-                                metadata=t.metadata(), kind=Kind.EPISODE)
+                                metadata=t.metadata(), context=t.context, kind=Kind.EPISODE)
                     for t in batch
                 ]
                 with tenant_scope(ctx):

@@ -1,0 +1,152 @@
+"""Keyword relevance: Okapi BM25 over PostgreSQL full-text vectors.
+
+BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009;
+k1 = 1.2, b = 0.75) over the generated ``search_vector`` (English stemming, so "running"
+matches "runs"). Candidates are the memories of a layer scope matching any of the query's
+selective terms (GIN index). Term frequencies come from the tsvector positions, where
+``context`` positions (weight D) count 0.35 of a ``content`` one. Document frequencies are
+counted per scope and term with the GIN index and cached for two minutes.
+
+``ts_rank`` has no inverse document frequency; on LoCoMo, BM25 lifts keyword recall@10 from
+0.52 to 0.62, and indexing each turn's neighbours as context to 0.72 (``eval_locomo``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from cachetools import LRUCache, TTLCache
+from django.contrib.postgres.search import SearchQuery
+from django.db import connection
+from django.db.models import Avg, Count, QuerySet
+from django.db.models.functions import Length
+
+from memories.models import Memory
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+CONTEXT_WEIGHT = 0.35
+#: Candidates come from the query's rarest terms first (the highest IDF), adding terms while
+#: their document frequencies sum to at most this; the other terms still score candidates.
+#: Below the cap, BM25 is exact; above it, only memories holding none of the rarer terms can
+#: be missed, and they are the ones BM25 would rank low.
+MAX_KEYWORD_CANDIDATES = 1000
+STATS_TTL_SECONDS = 120
+
+
+@dataclass
+class ScopeStats:
+    """BM25 statistics of one layer scope: size, mean tsvector length, document frequencies."""
+
+    size: int
+    avg_length: float
+    df: dict[str, int] = field(default_factory=dict)
+
+
+_stats: TTLCache[tuple[str, tuple[str, ...]], ScopeStats] = TTLCache(
+    maxsize=2048, ttl=STATS_TTL_SECONDS
+)
+_lexemes: LRUCache[str, tuple[str, ...]] = LRUCache(maxsize=10_000)
+_cache_lock = threading.Lock()
+
+_DF_SQL = """
+SELECT l.lexeme, (SELECT count(*) FROM ({scope}) s
+                  WHERE s.search_vector @@ to_tsquery('simple', quote_literal(l.lexeme)))
+FROM unnest(%s::text[]) AS l(lexeme)
+"""
+
+_BM25_SQL = """
+SELECT t.id,
+       sum(t.idf * t.tf * %s::float8
+           / (t.tf + %s::float8 * (1 - %s::float8 + %s::float8 * t.dl / %s::float8))) AS score
+FROM (
+    SELECT c.id, q.idf,
+           cardinality(u.weights)
+           - %s::float8 * cardinality(array_positions(u.weights, 'D')) AS tf,
+           length(c.search_vector)::float8 AS dl
+    FROM ({candidates}) c,
+         -- keep only the query's lexemes before unnesting (ts_delete twice: 2.5x faster)
+         LATERAL unnest(ts_delete(c.search_vector,
+                                  tsvector_to_array(ts_delete(c.search_vector, %s::text[])))) u,
+         unnest(%s::text[], %s::float8[]) AS q(lexeme, idf)
+    WHERE u.lexeme = q.lexeme
+) t
+GROUP BY t.id
+ORDER BY score DESC, t.id
+LIMIT %s
+"""
+
+
+def query_lexemes(query: str) -> tuple[str, ...]:
+    """The query's English lexemes (stemmed, stop words removed), as PostgreSQL makes them."""
+    with _cache_lock:
+        cached = _lexemes.get(query)
+    if cached is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", [query])
+            cached = tuple(cursor.fetchone()[0] or ())
+        with _cache_lock:
+            _lexemes[query] = cached
+    return cached
+
+
+def scope_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> ScopeStats:
+    """:class:`ScopeStats` of ``base`` covering ``lexemes``; cached for two minutes per scope
+    (document frequencies use the GIN index, one count per new term)."""
+    sql, params = base.values("search_vector").query.sql_with_params()
+    key = (sql, tuple(map(str, params)))
+    with _cache_lock:
+        stats = _stats.get(key)
+    if stats is None:
+        row = base.aggregate(n=Count("id"), avg=Avg(Length("search_vector")))
+        stats = ScopeStats(size=row["n"] or 0, avg_length=float(row["avg"] or 1.0))
+    missing = [lex for lex in lexemes if lex not in stats.df]
+    if missing:
+        with connection.cursor() as cursor:
+            cursor.execute(_DF_SQL.format(scope=sql), [*params, missing])
+            stats.df.update({lex: int(n) for lex, n in cursor.fetchall()})
+    with _cache_lock:
+        _stats[key] = stats
+    return stats
+
+
+def _idf(size: int, df: int) -> float:
+    """BM25's IDF, ``ln(1 + (N − df + 0.5) / (df + 0.5))`` (never negative)."""
+    return math.log(1.0 + (size - df + 0.5) / (df + 0.5))
+
+
+def bm25(base: QuerySet[Memory], query: str, limit: int) -> list[tuple[Any, float]]:
+    """``[(id, score)]`` of the best ``limit`` memories of ``base`` for ``query`` (BM25)."""
+    lexemes = query_lexemes(query)
+    if not lexemes:
+        return []
+    stats = scope_stats(base, lexemes)
+    present = [lex for lex in lexemes if stats.df.get(lex)]
+    if not present:
+        return []
+    selective: list[str] = []
+    total = 0
+    for lex in sorted(present, key=lambda lex: stats.df[lex]):
+        if selective and total + stats.df[lex] > MAX_KEYWORD_CANDIDATES:
+            break
+        selective.append(lex)
+        total += stats.df[lex]
+    tsquery = SearchQuery(
+        " | ".join("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'"
+                   for lex in selective),
+        search_type="raw", config="simple",
+    )
+    candidates = base.filter(search_vector=tsquery).values("id", "search_vector")
+    cand_sql, cand_params = candidates.query.sql_with_params()
+    idfs = [_idf(stats.size, stats.df[lex]) for lex in present]
+    k1, b = BM25_K1, BM25_B
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _BM25_SQL.format(candidates=cand_sql),
+            [k1 + 1, k1, b, b, stats.avg_length, 1 - CONTEXT_WEIGHT,
+             *cand_params, present, present, idfs, limit],
+        )
+        return [(row[0], float(row[1])) for row in cursor.fetchall()]
