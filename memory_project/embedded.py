@@ -13,6 +13,7 @@ Roles created in the embedded PostgreSQL (trust authentication on the Unix socke
 
 from __future__ import annotations
 
+import json
 import threading
 import warnings
 from pathlib import Path
@@ -50,6 +51,7 @@ def start_postgres(data_dir: Path) -> tuple[str, str]:
         server = _handles.get(f"pg:{data_dir}")
         if server is None:
             data_dir.mkdir(parents=True, exist_ok=True)
+            _forget_dead_handles(data_dir)
             server = pgserver.get_server(data_dir, cleanup_mode="stop")
             _handles[f"pg:{data_dir}"] = server
             admin_url = _socket_url("postgres", data_dir, "postgres")
@@ -59,6 +61,34 @@ def start_postgres(data_dir: Path) -> tuple[str, str]:
         _socket_url(APP_ROLE, data_dir, DATABASE_NAME),
         _socket_url(OWNER_ROLE, data_dir, DATABASE_NAME),
     )
+
+
+def _forget_dead_handles(data_dir: Path) -> None:
+    """Drop the pids of dead processes from pgserver's list of attached processes.
+
+    pgserver stops the server when the last process in ``.handle_pids.json`` exits; a process
+    that died without running its exit hooks (``kill -9``, a crash, a reboot) stays listed
+    for ever, and the server would then never stop again.
+    """
+    import psutil
+    from pgserver.postgres_server import PostgresServer
+
+    path = data_dir / ".handle_pids.json"
+    with PostgresServer._lock:  # the lock pgserver itself takes around this file
+        try:
+            pids = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        alive = [pid for pid in pids if _is_alive(psutil, pid)]
+        if alive != pids:
+            path.write_text(json.dumps(alive))
+
+
+def _is_alive(psutil: Any, pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _bootstrap(conn: Any, admin_url: str, data_dir: Path) -> None:

@@ -8,6 +8,8 @@ embedded PostgreSQL and Redis stop with this process and keep their data under `
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -25,6 +27,14 @@ from tenants.context import tenant_scope
 from tenants.models import Tenant
 
 STOP_TIMEOUT_SECONDS = 15
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """``preexec_fn``: ask Linux to send SIGTERM to the child when run_stack dies."""
+    # Not Linux: no prctl; Ctrl-C, SIGTERM and SIGHUP still stop every child.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Command(BaseCommand):
@@ -83,6 +93,11 @@ class Command(BaseCommand):
             f"    export MEMORY_API_KEY={raw_key}\n{bar}"
         )
 
+    def _say(self, message: str, *, error: bool = False) -> None:
+        """Print a status line; a closed terminal (SIGHUP) must not stop the shutdown."""
+        with contextlib.suppress(OSError):
+            (self.stderr if error else self.stdout).write(message)
+
     def _supervise(self, commands: dict[str, list[str]], env: dict[str, str],
                    host: str, port: int) -> None:
         children: dict[str, subprocess.Popen[bytes]] = {}
@@ -92,20 +107,22 @@ class Command(BaseCommand):
             nonlocal stopping
             stopping = True
 
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, stop)
         for name, argv in commands.items():
-            children[name] = subprocess.Popen(argv, env=env, start_new_session=True)
+            children[name] = subprocess.Popen(
+                argv, env=env, start_new_session=True, preexec_fn=_die_with_parent
+            )
         self.stdout.write(f"serving http://{host}:{port}/ (API docs: /api/docs/); Ctrl-C stops")
         exit_code = 0
         while not stopping:
             for name, child in children.items():
                 if child.poll() is not None:
-                    self.stderr.write(f"{name} exited with {child.returncode}; stopping")
+                    self._say(f"{name} exited with {child.returncode}; stopping", error=True)
                     stopping, exit_code = True, 1
                     break
             time.sleep(0.5)
-        self.stdout.write("stopping ...")
+        self._say("stopping ...")
         for child in children.values():
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -114,7 +131,10 @@ class Command(BaseCommand):
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                child.kill()
-        self.stdout.write("stopped")
+                # The whole group: gunicorn's and Celery's own workers too.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        self._say("stopped")
         if exit_code:
             sys.exit(exit_code)
