@@ -27,5 +27,9 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(PY) manage.py makemigrations --check --dry-run
 
+# Figures, not tests: ingest memories/s, REST search p50/p95 at 10k and 100k, LoCoMo recall@k.
+bench: venv
+	$(PY) manage.py bench
+
 clean:
 	rm -rf $(VENV)

@@ -20,6 +20,7 @@ similarity to an already kept result of a higher-precedence layer is ≥ 0.95 is
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -58,8 +59,9 @@ class Mode(StrEnum):
 class SearchRequest:
     """Seed 001 ``SearchMemoryInput`` plus ``mode`` and ``scope`` (seed 002).
 
-    ``limit`` is per layer (1..100, default 10); ``threshold`` is a cosine similarity in
-    [0, 1], ``None`` for the tenant's default (else 0.7).
+    ``limit`` (1..100, default 10) bounds each layer's lists and the merged results;
+    ``threshold`` is a cosine similarity in [0, 1], ``None`` for the tenant's default
+    (else 0.7).
     """
 
     query: str
@@ -93,6 +95,9 @@ class SearchResult:
     results: list[Candidate]
     total_count: int
     searched_layers: list[Layer]
+    #: Where the time went, in milliseconds: ``embedding``, ``ranking`` (the per-layer SQL),
+    #: ``merge``; sent as the ``Server-Timing`` header of the search endpoint.
+    timings_ms: dict[str, float] = field(default_factory=dict)
 
 
 def validate_query(query: Any) -> str:
@@ -239,7 +244,20 @@ def memory_search(ctx: TenantContext, request: SearchRequest) -> SearchResult:
     """Search the layers the identifiers grant (or ``request.layers``) in ``ctx``'s tenant.
 
     Returns:
-        Up to ``limit`` results per layer, merged by precedence then score.
+        The first ``limit`` results once merged by precedence then score (seed 001
+        ``mergeSearchResults``: "return top N"; seed 002: "at most 5 results" for
+        ``limit=5``); ``total_count`` counts the results before that cut.
+
+    Raises:
+        As :func:`search_candidates`.
+    """
+    found = search_candidates(ctx, request)
+    return SearchResult(results=found.results[: request.limit], total_count=found.total_count,
+                        searched_layers=found.searched_layers)
+
+
+def search_candidates(ctx: TenantContext, request: SearchRequest) -> SearchResult:
+    """Up to ``limit`` results per layer, merged by precedence then score (recall's pool).
 
     Raises:
         InvalidInput: bad limit, threshold or mode. QueryTooLong: query over the limit.
@@ -265,7 +283,9 @@ def memory_search(ctx: TenantContext, request: SearchRequest) -> SearchResult:
     else:
         layers = accessible_layers(identifiers)
     bases = [(layer, layer_queryset(layer, identifiers)) for layer in layers]
+    started = time.perf_counter()
     vector = embed_query(ctx.tenant_id, query) if request.mode != Mode.KEYWORD else None
+    embedded = time.perf_counter()
     _set_ef_search(request.limit)
     candidates: list[Candidate] = []
     total = 0
@@ -274,9 +294,15 @@ def memory_search(ctx: TenantContext, request: SearchRequest) -> SearchResult:
         found = _layer_candidates(scoped.defer("search_vector"), layer, request, vector, threshold)
         total += len(found)
         candidates.extend(found[: request.limit])
-    return SearchResult(
-        results=merge_by_precedence(candidates), total_count=total, searched_layers=layers
-    )
+    ranked = time.perf_counter()
+    results = merge_by_precedence(candidates)
+    timings = {
+        "embedding": (embedded - started) * 1000,
+        "ranking": (ranked - embedded) * 1000,
+        "merge": (time.perf_counter() - ranked) * 1000,
+    }
+    return SearchResult(results=results, total_count=total, searched_layers=layers,
+                        timings_ms=timings)
 
 
 def _set_ef_search(limit: int) -> None:

@@ -212,10 +212,11 @@ def _operation(context: dict[str, Any]) -> str:
     view = context.get("view")
     if view is None:
         return ""
+    request = getattr(view, "request", None)
+    action = getattr(view, "action", None) or str(getattr(request, "method", "")).lower()
     explicit = getattr(view, "operation_name", None)
     if isinstance(explicit, dict):
-        return str(explicit.get(getattr(view, "action", None), ""))
-    action = getattr(view, "action", None) or getattr(view.request, "method", "").lower()
+        return str(explicit.get(action, ""))
     return f"{getattr(view, 'basename', None) or type(view).__name__}.{action}"
 
 
@@ -246,6 +247,9 @@ def _from_drf(exc: Exception) -> MemoryServiceError:
         return err
     if isinstance(exc, RequestDataTooBig):
         return PayloadTooLarge()
+    if isinstance(exc, RecursionError):
+        # Only input nested thousands of levels deep gets here (the JSON parser, validators).
+        return InvalidInput("The request is nested too deeply.")
     return MemoryServiceError()
 
 

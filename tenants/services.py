@@ -208,3 +208,23 @@ def hierarchy_delete(ctx: TenantContext, *, model: type, external_id: str) -> bo
     """Delete an org, team or project of ``ctx``'s tenant; ``False`` when there is none."""
     deleted, _ = model.objects.filter(external_id=external_id).delete()
     return bool(deleted)
+
+
+@transaction.atomic
+def tenant_settings_update(ctx: TenantContext, *, patch: dict[str, object]) -> dict[str, object]:
+    """Merge ``patch`` into the tenant's settings, one level deep per section.
+
+    ``{"recall": {"scoreWeights": {...}}}`` replaces ``recall.scoreWeights`` and keeps the
+    other keys of ``recall``. Callers validate the values (see
+    ``memories.tenant_settings``). Returns the new settings.
+    """
+    tenant = Tenant.objects.select_for_update().get(pk=ctx.tenant_id)
+    merged = dict(tenant.settings or {})
+    for section, values in patch.items():
+        if isinstance(values, dict) and isinstance(merged.get(section), dict):
+            merged[section] = {**merged[section], **values}
+        else:
+            merged[section] = values
+    tenant.settings = merged
+    tenant.save(update_fields=["settings"])
+    return merged

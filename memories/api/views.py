@@ -9,8 +9,15 @@ from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from memories import selectors, services
+from memories.api.search_serializers import (
+    RecallRequestSerializer,
+    SearchRequestSerializer,
+    recall_result,
+    search_result,
+)
 from memories.api.serializers import (
     BulkAddSerializer,
     BulkDeleteSerializer,
@@ -23,6 +30,9 @@ from memories.api.serializers import (
 from memories.filters import MetadataFilter
 from memories.layers import IDENTIFIER_FIELDS, LayerIdentifiers
 from memories.models import Memory, State
+from memories.provider import get_provider
+from memories.recall import memory_recall
+from memories.search import memory_search
 from memory_project.errors import InvalidInput, MemoryNotFound
 from tenants.api.mixins import TenantScopedViewSetMixin
 from tenants.context import require_context
@@ -76,6 +86,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         "create": "memory.add", "bulk": "memory.bulk_add", "retrieve": "memory.get",
         "partial_update": "memory.update", "destroy": "memory.delete",
         "bulk_delete": "memory.bulk_delete", "list": "memory.list",
+        "search": "memory.search", "recall": "memory.recall",
     }
 
     @extend_schema(
@@ -203,3 +214,52 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
             "nextCursor": page.next_cursor,
             "totalCount": page.total_count,
         })
+
+    @extend_schema(request=SearchRequestSerializer, responses={200: dict})
+    @action(detail=False, methods=["post"])
+    def search(self, request: Request) -> Response:
+        """Search by meaning, keyword or both (hybrid, the default), layer by layer.
+
+        Results are ordered by layer precedence (agent first), then score; each carries the
+        parts of its score (``similarity``, ``keywordRank``, ``rrf``). Every returned memory
+        has its reference count bumped (one UPDATE per request).
+        """
+        body = SearchRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        ctx = require_context()
+        found = memory_search(ctx, body.to_request())
+        services.memory_references_record(ctx, memory_ids=[c.memory.pk for c in found.results])
+        response = Response({
+            "results": [search_result(c) for c in found.results],
+            "totalCount": found.total_count,
+            "searchedLayers": [layer.value for layer in found.searched_layers],
+        })
+        response["Server-Timing"] = ", ".join(
+            f"{name};dur={ms:.2f}" for name, ms in found.timings_ms.items()
+        )
+        return response
+
+    @extend_schema(request=RecallRequestSerializer, responses={200: dict})
+    @action(detail=False, methods=["post"])
+    def recall(self, request: Request) -> Response:
+        """Recall memories about a topic by composite score (seed 002 ``memory_recall``):
+        relevance, importance, recency and effective confidence, weighted per scope."""
+        body = RecallRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        ctx = require_context()
+        recalled = memory_recall(ctx, body.to_request())
+        services.memory_references_record(
+            ctx, memory_ids=[r.candidate.memory.pk for r in recalled]
+        )
+        return Response({"results": [recall_result(r) for r in recalled]})
+
+
+class CapabilitiesView(APIView):
+    """``GET /api/v1/capabilities``: what the storage provider supports (seed 001)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request) -> Response:
+        require_context()
+        provider = get_provider()
+        return Response({"provider": provider.name, "version": provider.version,
+                         **provider.capabilities()})

@@ -1,0 +1,122 @@
+"""Request and response shapes of search and recall (camelCase)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from memories.api.serializers import IdentifiersField, MemorySerializer, _finite
+from memories.filters import OPERATORS, MetadataFilter
+from memories.layers import LayerIdentifiers
+from memories.recall import Recalled, RecallRequest
+from memories.search import Candidate, SearchRequest
+from memory_project.errors import InvalidInput
+
+
+def _known_operators(spec: Any) -> Any:
+    """``spec``, unless a custom condition mixes operators with unknown ones.
+
+    ``MetadataFilter.from_json`` reads ``{"gte": 1, "between": 5}`` as equality with that
+    object, so a typo in an operator would silently match nothing.
+
+    Raises:
+        InvalidInput: a condition object names an operator and an unknown key.
+    """
+    custom = spec.get("custom") if isinstance(spec, dict) else None
+    for name, condition in (custom.items() if isinstance(custom, dict) else ()):
+        if isinstance(condition, dict) and set(condition) & set(OPERATORS):
+            unknown = sorted(map(str, set(condition) - set(OPERATORS)))
+            if unknown:
+                raise InvalidInput(
+                    f"Unknown operator(s) {', '.join(unknown)} in filter.custom.{name}.",
+                    details={"allowed": list(OPERATORS)},
+                )
+    return spec
+
+
+class _RetrievalSerializer(serializers.Serializer):
+    identifiers = IdentifiersField(required=False, default=dict)
+    layers = serializers.ListField(child=serializers.CharField(), required=False,
+                                   allow_empty=False, max_length=7)
+    limit = serializers.IntegerField(required=False, default=10,
+                                     help_text="1..100")
+    filter = serializers.JSONField(required=False, default=None)
+    scope = serializers.CharField(max_length=100, required=False, allow_null=True,
+                                  default=None)
+
+    def _common(self) -> dict[str, Any]:
+        data = self.validated_data
+        identifiers = data["identifiers"]
+        if not isinstance(identifiers, LayerIdentifiers):
+            identifiers = LayerIdentifiers.from_mapping(identifiers)
+        return {
+            "identifiers": identifiers,
+            "layers": tuple(data["layers"]) if data.get("layers") else None,
+            "limit": data["limit"],
+            "metadata_filter": MetadataFilter.from_json(_known_operators(data.get("filter"))),
+            "scope": data.get("scope") or None,
+        }
+
+
+class SearchRequestSerializer(_RetrievalSerializer):
+    """Body of ``POST /api/v1/memories/search`` (seed 001 ``SearchMemoryInput`` + seed 002)."""
+
+    query = serializers.CharField(trim_whitespace=False)
+    threshold = serializers.FloatField(required=False, allow_null=True, default=None,
+                                       validators=[_finite],
+                                       help_text="cosine similarity in [0, 1]; default 0.7")
+    mode = serializers.CharField(required=False, default="hybrid",
+                                 help_text="semantic | keyword | hybrid")
+
+    def to_request(self) -> SearchRequest:
+        data = self.validated_data
+        return SearchRequest(query=data["query"], threshold=data.get("threshold"),
+                             mode=data["mode"], **self._common())
+
+
+class RecallRequestSerializer(_RetrievalSerializer):
+    """Body of ``POST /api/v1/memories/recall`` (seed 002 ``memory_recall``)."""
+
+    topic = serializers.CharField(trim_whitespace=False, required=False)
+    query = serializers.CharField(trim_whitespace=False, required=False,
+                                  help_text="alias of topic")
+    minConfidence = serializers.FloatField(required=False, allow_null=True, default=None,
+                                           validators=[_finite])
+
+    def to_request(self) -> RecallRequest:
+        data = self.validated_data
+        topic = data.get("topic") or data.get("query")
+        if topic is None:
+            raise InvalidInput("topic is required.", operation="memory.recall")
+        common = self._common()
+        return RecallRequest(topic=topic, min_confidence=data.get("minConfidence"), **common)
+
+
+def search_result(cand: Candidate) -> dict[str, Any]:
+    """One search result: the memory, its score, layer and the parts of the score."""
+    return {
+        "memory": MemorySerializer(cand.memory).data,
+        "score": cand.score,
+        "layer": cand.layer.value,
+        "similarity": cand.similarity,
+        "semanticRank": cand.semantic_rank,
+        "keywordScore": cand.keyword_score,
+        "keywordRank": cand.keyword_rank,
+        "rrf": cand.rrf,
+    }
+
+
+def recall_result(item: Recalled) -> dict[str, Any]:
+    """One recalled memory with every part of its composite score."""
+    return {
+        "memory": MemorySerializer(item.candidate.memory).data,
+        "score": item.score,
+        "layer": item.candidate.layer.value,
+        "relevance": item.relevance,
+        "importance": item.importance,
+        "recency": item.recency,
+        "effectiveConfidence": item.effective_confidence,
+        "similarity": item.candidate.similarity,
+        "keywordScore": item.candidate.keyword_score,
+    }

@@ -1,0 +1,75 @@
+"""The service under test: gunicorn in a child process, and a keep-alive HTTP client."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.conf import settings
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """gunicorn serving the project on 127.0.0.1 against ``database_url`` (one worker)."""
+
+    def __init__(self, database_url: str, threads: int = 4) -> None:
+        self.port = free_port()
+        env = {**os.environ, "DATABASE_URL": database_url,
+               "DATABASE_OWNER_URL": settings.DATABASE_OWNER_URL, "REDIS_URL": settings.REDIS_URL,
+               "DJANGO_SETTINGS_MODULE": "memory_project.settings"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "memory_project.wsgi:application",
+             "--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", str(threads),
+             "--worker-class", "gthread", "--timeout", "300", "--log-level", "warning"],
+            env=env,
+        )
+
+    def __enter__(self) -> Server:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status, _, _ = Client(self.port, "").request("GET", "/health")
+                if status == 200:
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        self.process.kill()
+        raise RuntimeError("the bench server did not start")
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection with an API key."""
+
+    def __init__(self, port: int, api_key: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        self.headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"}
+
+    def request(self, method: str, path: str, body: Any = None
+                ) -> tuple[int, Any, dict[str, str]]:
+        """``(status, parsed JSON body or None, headers)``."""
+        payload = None if body is None else json.dumps(body)
+        self.conn.request(method, path, body=payload, headers=self.headers)
+        response = self.conn.getresponse()
+        raw = response.read()
+        data = json.loads(raw) if raw and response.getheader("Content-Type", "").startswith(
+            "application/json") else None
+        return response.status, data, dict(response.getheaders())

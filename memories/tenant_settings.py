@@ -1,0 +1,103 @@
+"""The retrieval part of a tenant's settings, validated.
+
+Shape (JSON, camelCase)::
+
+    {"search": {"defaultThreshold": 0.7},
+     "recall": {"scoreWeights": {"default": {...}, "health": {...}},
+                "recencyHalfLifeDays": 30}}
+
+Score weights are importable from a TOML file in seed 002's ``butler.toml`` form:
+``score_weights = { relevance = 0.6, importance = 0.1, recency = 0.2, confidence = 0.1 }``
+at the top level (for one scope, ``default`` unless told), and/or per scope as
+``[scopes.health]`` tables holding a ``score_weights`` line.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from typing import Any
+
+from memories.recall import validate_weights
+from memory_project.errors import InvalidInput
+from tenants.context import TenantContext
+from tenants.models import Tenant
+from tenants.services import tenant_settings_update
+
+ALLOWED = {"search": {"defaultThreshold"}, "recall": {"scoreWeights", "recencyHalfLifeDays"}}
+
+
+def validate_settings_patch(patch: Any) -> dict[str, Any]:
+    """Check a settings patch.
+
+    Raises:
+        InvalidInput: unknown sections or keys, a threshold outside [0, 1], weights that
+            :func:`memories.recall.validate_weights` refuses, a half-life that is not > 0.
+    """
+    if not isinstance(patch, dict):
+        raise InvalidInput("settings must be an object.")
+    for section, values in patch.items():
+        if section not in ALLOWED or not isinstance(values, dict):
+            raise InvalidInput(f"Unknown settings section {section!r}.",
+                               details={"allowed": {k: sorted(v) for k, v in ALLOWED.items()}})
+        unknown = set(values) - ALLOWED[section]
+        if unknown:
+            raise InvalidInput(f"Unknown {section} setting(s): {', '.join(sorted(unknown))}.")
+    threshold = patch.get("search", {}).get("defaultThreshold")
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+        or not 0 <= threshold <= 1
+    ):
+        raise InvalidInput("search.defaultThreshold must be a number within [0, 1].")
+    recall = patch.get("recall", {})
+    weights = recall.get("scoreWeights")
+    if weights is not None:
+        if not isinstance(weights, dict) or not weights:
+            raise InvalidInput("recall.scoreWeights must map scopes to weights.")
+        for scope, value in weights.items():
+            if not isinstance(scope, str) or not scope or len(scope) > 100:
+                raise InvalidInput("recall.scoreWeights keys must be scope names.")
+            weights[scope] = validate_weights(value)
+    half_life = recall.get("recencyHalfLifeDays")
+    if half_life is not None and (
+        isinstance(half_life, bool) or not isinstance(half_life, (int, float))
+        or not math.isfinite(half_life) or half_life <= 0
+    ):
+        raise InvalidInput("recall.recencyHalfLifeDays must be a number > 0.")
+    return patch
+
+
+def settings_get(ctx: TenantContext) -> dict[str, Any]:
+    """The tenant's settings."""
+    return dict(Tenant.objects.values_list("settings", flat=True).get(pk=ctx.tenant_id) or {})
+
+
+def settings_update(ctx: TenantContext, *, patch: Any) -> dict[str, Any]:
+    """Validate and merge a settings patch; scope weights merge with the existing scopes."""
+    patch = validate_settings_patch(patch)
+    weights = patch.get("recall", {}).get("scoreWeights")
+    if weights is not None:
+        current = (settings_get(ctx).get("recall") or {}).get("scoreWeights") or {}
+        patch["recall"]["scoreWeights"] = {**current, **weights}
+    return tenant_settings_update(ctx, patch=patch)
+
+
+def weights_from_toml(text: str, *, scope: str | None = None) -> dict[str, dict[str, float]]:
+    """``{scope: weights}`` read from ``butler.toml``-style text.
+
+    Raises:
+        InvalidInput: not TOML, no ``score_weights`` anywhere, or invalid weights.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InvalidInput(f"Not valid TOML: {err}") from None
+    found: dict[str, dict[str, float]] = {}
+    if "score_weights" in data:
+        found[scope or "default"] = validate_weights(data["score_weights"])
+    for name, table in (data.get("scopes") or {}).items():
+        if isinstance(table, dict) and "score_weights" in table:
+            found[str(name)] = validate_weights(table["score_weights"])
+    if not found:
+        raise InvalidInput("No score_weights found (top level or [scopes.<name>]).")
+    return found
