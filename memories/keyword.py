@@ -103,7 +103,9 @@ def scope_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> ScopeStats:
     if stats is None:
         row = base.aggregate(n=Count("id"), avg=Avg(Length("search_vector")))
         stats = ScopeStats(size=row["n"] or 0, avg_length=float(row["avg"] or 1.0))
-    missing = [lex for lex in lexemes if lex not in stats.df]
+    # A cached 0 may be stale (a memory holding the term was added since): count it again,
+    # or the term would be dropped from the query until the cache entry expires.
+    missing = [lex for lex in lexemes if not stats.df.get(lex)]
     if missing:
         with connection.cursor() as cursor:
             cursor.execute(_DF_SQL.format(scope=sql), [*params, missing])
@@ -114,7 +116,9 @@ def scope_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> ScopeStats:
 
 
 def _idf(size: int, df: int) -> float:
-    """BM25's IDF, ``ln(1 + (N − df + 0.5) / (df + 0.5))`` (never negative)."""
+    """BM25's IDF, ``ln(1 + (N − df + 0.5) / (df + 0.5))`` (never negative: a cached ``N``
+    may be older than a re-counted ``df``)."""
+    size = max(size, df)
     return math.log(1.0 + (size - df + 0.5) / (df + 0.5))
 
 

@@ -127,3 +127,21 @@ class Memory(TenantOwnedModel):
             "companyId": self.company_id,
         }
         return {k: v for k, v in pairs.items() if v is not None}
+
+
+class ClosedSession(TenantOwnedModel):
+    """A session that was closed (by its caller or by the idle-session job), with what its
+    promotion evaluation did. Closing again returns this record."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    session_id = models.CharField(max_length=255)
+    user_id = models.CharField(max_length=255)
+    closed_at = models.DateTimeField(auto_now_add=True)
+    closed_by = models.CharField(max_length=200, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user_id", "session_id"],
+                                    name="uniq_closed_session")
+        ]

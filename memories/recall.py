@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from memories.filters import MetadataFilter
 from memories.layers import LayerIdentifiers
-from memories.search import Candidate, Mode, SearchRequest, memory_search
+from memories.search import Candidate, Mode, SearchRequest, search_candidates
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 from tenants.models import Tenant
@@ -127,7 +127,7 @@ def memory_recall(ctx: TenantContext, request: RecallRequest) -> list[Recalled]:
         raise InvalidInput("min_confidence must be within [0, 1].", operation="memory.recall")
     weights, half_life = recall_settings(ctx, request.scope)
     pool = max(CANDIDATE_POOL, request.limit)
-    found = memory_search(ctx, SearchRequest(
+    found = search_candidates(ctx, SearchRequest(
         query=request.topic, identifiers=request.identifiers, layers=request.layers,
         limit=pool, threshold=0.0, metadata_filter=request.metadata_filter,
         mode=Mode.HYBRID, scope=request.scope,

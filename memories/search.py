@@ -32,6 +32,7 @@ from django.db.models import FloatField, Q, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from pgvector.django import CosineDistance
 
+from governance.services import filter_results
 from memories.embeddings import embed_query
 from memories.filters import MetadataFilter
 from memories.keyword import bm25
@@ -188,7 +189,7 @@ def _layer_candidates(
             cand = by_id.setdefault(memory.pk, Candidate(memory, layer))
             cand.keyword_score = float(memory.keyword_score)
             cand.keyword_rank = rank
-    missing = request.limit + 1
+    missing = request.limit
     for cand in by_id.values():
         if vector is not None and cand.similarity is None:
             cand.similarity = 1.0 - float(cand.memory.distance)
@@ -296,6 +297,9 @@ def search_candidates(ctx: TenantContext, request: SearchRequest) -> SearchResul
         candidates.extend(found[: request.limit])
     ranked = time.perf_counter()
     results = merge_by_precedence(candidates)
+    allowed = {m.pk for m in filter_results(ctx, [c.memory for c in results],
+                                            operation="memory.search")}
+    results = [c for c in results if c.memory.pk in allowed]
     timings = {
         "embedding": (embedded - started) * 1000,
         "ranking": (ranked - embedded) * 1000,

@@ -12,10 +12,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from governance.services import audit_cross_tenant_probe, enforce_write
 from memories.embeddings import content_hash, embed_texts, get_embedder
 from memories.filters import SOURCE_TYPES
 from memories.layers import LayerIdentifiers, parse_layer, require_identifiers
-from memories.models import Kind, Memory
+from memories.models import Kind, Memory, State
 from memories.scoping import resolve_identifiers
 from memory_project.errors import (
     ContentTooLong,
@@ -137,7 +138,7 @@ def validate_metadata(metadata: Any, *, operation: str) -> dict[str, Any]:
     return metadata
 
 
-def _build(ctx: TenantContext, item: MemoryInput, operation: str) -> Memory:
+def _build(ctx: TenantContext, item: MemoryInput, operation: str, enforce: bool) -> Memory:
     layer = parse_layer(item.layer)
     identifiers = resolve_identifiers(ctx, item.identifiers)
     require_identifiers(layer, identifiers)
@@ -152,6 +153,9 @@ def _build(ctx: TenantContext, item: MemoryInput, operation: str) -> Memory:
             raise InvalidInput(f"{name} must be within [0, 1].", operation=operation)
     if item.decay_rate < 0:
         raise InvalidInput("decay_rate must be >= 0.", operation=operation)
+    if enforce:
+        content = enforce_write(ctx, content=content, metadata=metadata, layer=layer.value,
+                                operation=operation, identifiers=identifiers.as_dict())
     columns = {
         "agent_id": identifiers.agentId, "user_id": identifiers.userId,
         "session_id": identifiers.sessionId, "project_id": identifiers.projectId,
@@ -177,11 +181,14 @@ def _build(ctx: TenantContext, item: MemoryInput, operation: str) -> Memory:
     )
 
 
-def memory_bulk_add(ctx: TenantContext, *, items: list[MemoryInput]) -> list[AddResult]:
+def memory_bulk_add(ctx: TenantContext, *, items: list[MemoryInput],
+                    enforce_policies: bool = True) -> list[AddResult]:
     """Add many memories in one transaction with one batched embedding call.
 
-    Every item is validated before anything is embedded or written; the first invalid item
-    fails the whole batch (``details.index`` says which) and nothing is stored.
+    Every item is validated, and checked against the tenant's policies (PII may be
+    redacted), before anything is embedded or written; the first invalid item fails the
+    whole batch (``details.index`` says which) and no memory is stored. A policy violation
+    (422 ``POLICY_VIOLATION``) leaves an audit entry and a review item.
 
     Raises:
         InvalidLayer, MissingIdentifier, ContentTooLong, InvalidInput: an invalid item.
@@ -197,7 +204,7 @@ def memory_bulk_add(ctx: TenantContext, *, items: list[MemoryInput]) -> list[Add
     memories: list[Memory] = []
     for index, item in enumerate(items):
         try:
-            memories.append(_build(ctx, item, operation))
+            memories.append(_build(ctx, item, operation, enforce_policies))
         except MemoryServiceError as err:
             err.operation = err.operation or operation
             if len(items) > 1:
@@ -235,7 +242,6 @@ def _parse_id(memory_id: Any) -> uuid.UUID | None:
         return None
 
 
-@transaction.atomic
 def memory_update(
     ctx: TenantContext,
     *,
@@ -247,46 +253,66 @@ def memory_update(
 ) -> UpdateResult:
     """Update content and/or metadata (seed 001 "Update Memory").
 
-    New content is re-embedded; metadata is shallow-merged (a key set to ``null`` is
-    removed, as in JSON Merge Patch, RFC 7386, at the top level) and does not re-embed. Both
-    bump ``updatedAt`` and ``version``. ``fields`` may set ``importance``, ``confidence``,
-    ``decay_rate``, ``kind``, ``scope``, ``sensitive``, ``private``.
+    New content is checked against the tenant's policies and re-embedded; metadata is
+    shallow-merged (a key set to ``null`` is removed, as in JSON Merge Patch, RFC 7386, at the
+    top level) and does not re-embed. Both bump ``updatedAt`` and ``version``. ``fields`` may
+    set ``importance``, ``confidence``, ``decay_rate``, ``kind``, ``scope``, ``sensitive``,
+    ``private``, ``context``. The model runs before the row is locked.
 
     Raises:
-        MemoryNotFound: no such memory in the caller's tenant (another tenant's is the same).
+        MemoryNotFound: no such memory in the caller's tenant (another tenant's is the same,
+            and the attempt is audited).
         VersionConflict: ``expected_version`` is not the stored version (409).
+        PolicyViolation: the new content or metadata breaks a policy (422).
         ContentTooLong, InvalidInput, EmbeddingFailed: as for add; nothing changes.
     """
     operation = "memory.update"
     pk = _parse_id(memory_id)
-    memory = Memory.objects.select_for_update().filter(pk=pk).first() if pk else None
-    if memory is None:
+    current = Memory.objects.exclude(state=State.DELETED).filter(pk=pk).first() if pk else None
+    if current is None:
+        if pk is not None:
+            audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
         raise MemoryNotFound(operation=operation, details={"id": str(memory_id)})
-    if expected_version is not None and expected_version != memory.version:
-        raise VersionConflict(
-            operation=operation, details={"expected": expected_version, "current": memory.version}
-        )
-    regenerated = False
-    if content is not None and content != memory.content:
-        memory.content = validate_content(content, operation=operation)
-        (vector, _), = embed_texts(ctx.tenant_id, [memory.content])
-        memory.embedding = vector
-        memory.content_hash = content_hash(memory.content)
-        regenerated = True
+    new_content = None
+    if content is not None and content != current.content:
+        new_content = validate_content(content, operation=operation)
+    new_metadata = None
     if metadata is not None:
         patch = validate_metadata(metadata, operation=operation)
-        merged = {**memory.metadata, **patch}
-        memory.metadata = validate_metadata(
+        merged = {**current.metadata, **patch}
+        new_metadata = validate_metadata(
             {k: v for k, v in merged.items() if v is not None}, operation=operation
         )
     if fields and "context" in fields:
         fields = {**fields, "context": validate_context(fields["context"], operation=operation)}
-    for name, value in (fields or {}).items():
-        setattr(memory, name, value)
-    memory.version = F("version") + 1
-    memory.save()
-    memory.refresh_from_db(fields=["version", "updated_at"])
-    return UpdateResult(memory=memory, embedding_regenerated=regenerated)
+    if new_content is not None or new_metadata is not None:
+        checked = enforce_write(
+            ctx, content=new_content if new_content is not None else current.content,
+            metadata=new_metadata if new_metadata is not None else current.metadata,
+            layer=current.layer, operation=operation, identifiers=current.identifiers,
+        )
+        if new_content is not None:
+            new_content = checked
+    vector = None
+    if new_content is not None:
+        (vector, _), = embed_texts(ctx.tenant_id, [new_content])
+    with transaction.atomic():
+        memory = Memory.objects.select_for_update().get(pk=current.pk)
+        if expected_version is not None and expected_version != memory.version:
+            raise VersionConflict(operation=operation,
+                                  details={"expected": expected_version, "current": memory.version})
+        if new_content is not None:
+            memory.content = new_content
+            memory.embedding = vector
+            memory.content_hash = content_hash(new_content)
+        if new_metadata is not None:
+            memory.metadata = new_metadata
+        for name, value in (fields or {}).items():
+            setattr(memory, name, value)
+        memory.version = F("version") + 1
+        memory.save()
+        memory.refresh_from_db(fields=["version", "updated_at"])
+    return UpdateResult(memory=memory, embedding_regenerated=new_content is not None)
 
 
 @transaction.atomic
@@ -297,7 +323,9 @@ def memory_delete(ctx: TenantContext, *, memory_id: Any) -> bool:
     """
     pk = _parse_id(memory_id)
     if pk is not None:
-        Memory.objects.filter(pk=pk).delete()
+        deleted, _ = Memory.objects.filter(pk=pk).delete()
+        if not deleted:
+            audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
     return True
 
 

@@ -86,7 +86,8 @@ def weights_from_toml(text: str, *, scope: str | None = None) -> dict[str, dict[
     """``{scope: weights}`` read from ``butler.toml``-style text.
 
     Raises:
-        InvalidInput: not TOML, no ``score_weights`` anywhere, or invalid weights.
+        InvalidInput: not TOML, ``scopes`` not a table of tables, no ``score_weights``
+            anywhere, or invalid weights.
     """
     try:
         data = tomllib.loads(text)
@@ -95,8 +96,11 @@ def weights_from_toml(text: str, *, scope: str | None = None) -> dict[str, dict[
     found: dict[str, dict[str, float]] = {}
     if "score_weights" in data:
         found[scope or "default"] = validate_weights(data["score_weights"])
-    for name, table in (data.get("scopes") or {}).items():
-        if isinstance(table, dict) and "score_weights" in table:
+    scopes = data.get("scopes") or {}
+    if not isinstance(scopes, dict) or not all(isinstance(t, dict) for t in scopes.values()):
+        raise InvalidInput("scopes must hold [scopes.<name>] tables.")
+    for name, table in scopes.items():
+        if "score_weights" in table:
             found[str(name)] = validate_weights(table["score_weights"])
     if not found:
         raise InvalidInput("No score_weights found (top level or [scopes.<name>]).")

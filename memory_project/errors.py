@@ -192,6 +192,14 @@ class VersionConflict(MemoryServiceError):
     default_message = "The memory was changed since the given version; fetch it again and retry."
 
 
+class ReviewAlreadyDecided(MemoryServiceError):
+    """``REVIEW_ALREADY_DECIDED`` (HTTP 409): a review item can be decided once."""
+
+    code = "REVIEW_ALREADY_DECIDED"
+    status = 409
+    default_message = "This review item has already been decided."
+
+
 class PayloadTooLarge(MemoryServiceError):
     """``PAYLOAD_TOO_LARGE`` (HTTP 413)."""
 

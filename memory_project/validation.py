@@ -2,30 +2,57 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rest_framework import serializers
 
+# Lone UTF-16 surrogates: JSON may spell them ("\ud800"), UTF-8 (and PostgreSQL) cannot.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unstorable_text(value: Any) -> str | None:
+    """Why ``value`` cannot be stored as PostgreSQL text/jsonb, or ``None`` when it can.
+
+    Walks strings, lists, tuples and dict keys and values without recursion, so arbitrarily
+    deep input cannot exhaust the stack.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "NUL characters (\\u0000) are not allowed."
+            if _SURROGATE.search(item):
+                return "Unpaired surrogate characters (\\ud800-\\udfff) are not allowed."
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
+
 
 def no_nul(value: Any) -> Any:
-    """Reject NUL characters anywhere in ``value`` (strings, lists, dict keys and values).
+    """Reject text PostgreSQL cannot store anywhere in ``value`` (strings, lists, dict keys
+    and values): NUL characters and unpaired surrogates.
 
-    PostgreSQL text cannot store ``\\x00``; rejecting it up front turns what would be a
-    database error into a clear 400.
+    PostgreSQL text cannot store ``\\x00`` and UTF-8 cannot encode a lone surrogate;
+    rejecting them up front turns what would be a database error into a clear 400.
 
     Raises:
-        serializers.ValidationError: a NUL character was found.
+        serializers.ValidationError: such a character was found.
     """
-    if _has_nul(value):
-        raise serializers.ValidationError("NUL characters (\\u0000) are not allowed.")
+    problem = unstorable_text(value)
+    if problem:
+        raise serializers.ValidationError(problem)
     return value
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nul(v) for v in value)
-    return False
+class StrictCharField(serializers.CharField):
+    """A ``CharField`` that accepts JSON strings only (DRF's turns ``5`` into ``"5"``)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Not a valid string.")
+        return str(super().to_internal_value(data))

@@ -75,7 +75,8 @@ class ApiKeyAdmin(TenantOwnedAdmin):
         ctx = services.system_context(obj.tenant, f"admin:{request.user.get_username()}")
         with tenant_scope(ctx):
             key, raw_key = services.api_key_create(ctx, name=obj.name, expires_at=obj.expires_at)
-        obj.pk = key.pk
+        for f in ApiKey._meta.concrete_fields:  # the saved row, for the admin's own messages
+            setattr(obj, f.attname, getattr(key, f.attname))
         messages.warning(request, f"New API key (shown once, copy it now): {raw_key}")
 
     @admin.action(description="Revoke selected keys")

@@ -17,6 +17,8 @@ from django.conf import settings
 from django.db import connections, migrations
 
 POLICY_NAME = "tenant_isolation"
+#: Tables the app role may only insert into and read (the audit log).
+APPEND_ONLY_TABLES = ("governance_auditentry",)
 TENANT_PREDICATE = (
     "tenant_id = NULLIF(current_setting('app.tenant_id', true), '')::uuid "
     "OR current_setting('app.cross_tenant', true) = 'on'"
@@ -62,3 +64,9 @@ def grant_app_role(using: str = "default", **_: Any) -> None:
             f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "{app_role}"'
         )
         cursor.execute(f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO "{app_role}"')
+        for table in APPEND_ONLY_TABLES:
+            cursor.execute(
+                "SELECT 1 FROM information_schema.tables WHERE table_name = %s", [table]
+            )
+            if cursor.fetchone():
+                cursor.execute(f'REVOKE UPDATE, DELETE ON "{table}" FROM "{app_role}"')

@@ -11,7 +11,7 @@ from memories.layers import Layer, LayerIdentifiers
 from memories.models import Kind, Memory
 from memories.services import MemoryInput
 from memory_project.errors import InvalidInput
-from memory_project.validation import no_nul
+from memory_project.validation import StrictCharField, no_nul
 
 
 def _finite(value: float) -> float:
@@ -34,16 +34,16 @@ class IdentifiersField(serializers.JSONField):
 class MemoryWriteSerializer(serializers.Serializer):
     """Body of ``POST /api/v1/memories`` (seed 001 ``AddMemoryInput``)."""
 
-    content = serializers.CharField(trim_whitespace=False)
-    layer = serializers.CharField(help_text=f"One of: {', '.join(x.value for x in Layer)}.")
+    content = StrictCharField(trim_whitespace=False)
+    layer = StrictCharField(help_text=f"One of: {', '.join(x.value for x in Layer)}.")
     identifiers = IdentifiersField(required=False, default=dict)
     metadata = serializers.JSONField(required=False, default=dict, validators=[no_nul])
-    context = serializers.CharField(
+    context = StrictCharField(
         required=False, default="", allow_blank=True, trim_whitespace=False,
         help_text="Text around the memory that helps find it (keyword search, lower weight).",
     )
     kind = serializers.ChoiceField(choices=Kind.choices, default=Kind.FACT)
-    scope = serializers.CharField(max_length=100, default="global")
+    scope = StrictCharField(max_length=100, default="global")
     importance = serializers.FloatField(min_value=0, max_value=1, default=0.5,
                                         validators=[_finite])
     confidence = serializers.FloatField(min_value=0, max_value=1, default=1.0,
@@ -98,12 +98,12 @@ class MemoryUpdateSerializer(serializers.Serializer):
     ``version`` (or an ``If-Match`` header) makes the update conditional: 409 when stale.
     """
 
-    content = serializers.CharField(trim_whitespace=False, required=False)
+    content = StrictCharField(trim_whitespace=False, required=False)
     metadata = serializers.JSONField(required=False, validators=[no_nul])
     version = serializers.IntegerField(required=False, min_value=1)
-    context = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    context = StrictCharField(required=False, allow_blank=True, trim_whitespace=False)
     kind = serializers.ChoiceField(choices=Kind.choices, required=False)
-    scope = serializers.CharField(max_length=100, required=False)
+    scope = StrictCharField(max_length=100, required=False)
     importance = serializers.FloatField(min_value=0, max_value=1, required=False,
                                         validators=[_finite])
     confidence = serializers.FloatField(min_value=0, max_value=1, required=False,

@@ -110,7 +110,17 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
     def bulk(self, request: Request) -> Response:
         """Add up to ``MEMORY_MAX_BULK_ITEMS`` memories in one transaction, embedded in batches."""
         body = BulkAddSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        if not body.is_valid():
+            errors = body.errors.get("memories")
+            if isinstance(errors, dict):  # DRF keys item errors by position
+                index = min((i for i in errors if isinstance(i, int)), default=None)
+            elif isinstance(errors, list):
+                index = next((i for i, e in enumerate(errors) if e), None)
+            else:
+                index = None
+            raise InvalidInput("Invalid input; see details.",
+                               details={"fields": body.errors, **(
+                                   {"index": index} if index is not None else {})})
         items = [memory_input(raw) for raw in body.validated_data["memories"]]
         results = services.memory_bulk_add(require_context(), items=items)
         return Response(

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet
 
 from memory_project.errors import MemoryServiceError, NotFound
+from memory_project.validation import unstorable_text
 from tenants.context import require_context
 
 
@@ -39,9 +40,17 @@ class TenantScopedViewSetMixin:
     def get_object(self) -> Model:
         value = self.kwargs[self.lookup_url_kwarg or self.lookup_field]
         try:
-            obj = self.get_queryset().filter(**{self.lookup_field: value}).first()
+            # A value the database cannot even hold (NUL) names nothing either.
+            obj = None if unstorable_text(value) else (
+                self.get_queryset().filter(**{self.lookup_field: value}).first()
+            )
         except (ValidationError, ValueError):
             obj = None  # a malformed id is just another id that does not exist
         if obj is None:
+            if self.lookup_field == "pk":
+                from governance.services import audit_cross_tenant_probe
+
+                model = self.get_queryset().model
+                audit_cross_tenant_probe(require_context(), model=model, object_id=value)
             raise self.not_found_error()
         return obj

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from memory_project.validation import no_nul
+from memory_project.validation import StrictCharField, no_nul
 
 
 class OrganizationSerializer(serializers.Serializer):
     """``{"orgId": str, "name": str, "createdAt": datetime}``."""
 
-    orgId = serializers.CharField(source="external_id", max_length=255, validators=[no_nul])
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True,
+    orgId = StrictCharField(source="external_id", max_length=255, validators=[no_nul])
+    name = StrictCharField(max_length=200, required=False, allow_blank=True,
                                  validators=[no_nul])
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
 
@@ -19,9 +19,9 @@ class OrganizationSerializer(serializers.Serializer):
 class TeamSerializer(serializers.Serializer):
     """``{"teamId": str, "orgId": str, "name": str, "createdAt": datetime}``."""
 
-    teamId = serializers.CharField(source="external_id", max_length=255, validators=[no_nul])
-    orgId = serializers.CharField(source="org.external_id", max_length=255, validators=[no_nul])
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True,
+    teamId = StrictCharField(source="external_id", max_length=255, validators=[no_nul])
+    orgId = StrictCharField(source="org.external_id", max_length=255, validators=[no_nul])
+    name = StrictCharField(max_length=200, required=False, allow_blank=True,
                                  validators=[no_nul])
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
 
@@ -29,10 +29,10 @@ class TeamSerializer(serializers.Serializer):
 class ProjectSerializer(serializers.Serializer):
     """``{"projectId", "teamId" (optional), "orgId" (read-only), "name", "createdAt"}``."""
 
-    projectId = serializers.CharField(source="external_id", max_length=255, validators=[no_nul])
-    teamId = serializers.CharField(source="team.external_id", max_length=255, required=False,
+    projectId = StrictCharField(source="external_id", max_length=255, validators=[no_nul])
+    teamId = StrictCharField(source="team.external_id", max_length=255, required=False,
                                    allow_null=True, validators=[no_nul])
     orgId = serializers.CharField(source="team.org.external_id", read_only=True, default=None)
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True,
+    name = StrictCharField(max_length=200, required=False, allow_blank=True,
                                  validators=[no_nul])
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)

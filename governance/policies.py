@@ -1,0 +1,199 @@
+"""Policy evaluation: what a set of tenant policies says about one write.
+
+Denied terms match whole words or phrases, case-insensitively. Denied patterns are regular
+expressions run by the ``regex`` package with a timeout (``POLICY_REGEX_TIMEOUT_SECONDS``,
+default 50 ms), so a catastrophic-backtracking pattern cannot stall a request: it is refused
+when saved if it times out on adversarial probes, and a match that still times out counts as
+a violation (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+from django.conf import settings
+
+from governance.models import PiiHandling, Policy
+from governance.pii import Finding, detect, redact
+from memory_project.errors import InvalidInput
+
+MAX_PATTERNS = 50
+MAX_PATTERN_LENGTH = 500
+MAX_TERMS = 500
+#: Inputs that make backtracking regular expressions explode.
+_PROBES = ("a" * 3000 + "!", "x" * 3000, " " * 3000 + "!", "ab" * 1500 + "c", "0" * 3000 + "x")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A broken rule: the policy's name and id, the rule, and a human-readable detail."""
+
+    policy: str
+    policy_id: str
+    rule: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"policy": self.policy, "policyId": self.policy_id, "rule": self.rule,
+                "detail": self.detail}
+
+
+@dataclass
+class Decision:
+    """The outcome for one write: the content to store (maybe redacted) and what was broken."""
+
+    content: str
+    violations: list[Violation] = field(default_factory=list)
+    redactions: list[Finding] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.violations
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "allowed": self.allowed,
+            "content": self.content,
+            "violations": [v.as_dict() for v in self.violations],
+            "redactions": [{"type": f.type, "start": f.start, "end": f.end}
+                           for f in self.redactions],
+        }
+
+
+def compile_pattern(pattern: Any) -> regex.Pattern[str]:
+    """Compile a denied pattern and probe it for catastrophic backtracking.
+
+    Raises:
+        InvalidInput: not a string, too long, does not compile (the compiler's message is in
+            ``details.error``), or too slow on the probes.
+    """
+    if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_PATTERN_LENGTH:
+        raise InvalidInput(f"A pattern must be a string of 1..{MAX_PATTERN_LENGTH} characters.")
+    try:
+        compiled = regex.compile(pattern, regex.IGNORECASE)
+    except regex.error as err:
+        raise InvalidInput(f"Invalid pattern {pattern!r}: {err}.",
+                           details={"pattern": pattern, "error": str(err)}) from None
+    for probe in _PROBES:
+        try:
+            compiled.search(probe, timeout=settings.POLICY_REGEX_TIMEOUT_SECONDS)
+        except TimeoutError:
+            raise InvalidInput(
+                f"Pattern {pattern!r} is too slow (catastrophic backtracking); simplify it.",
+                details={"pattern": pattern, "error": "timeout"},
+            ) from None
+    return compiled
+
+
+def _term_regex(term: str) -> regex.Pattern[str]:
+    return regex.compile(r"(?<!\w)" + regex.escape(term) + r"(?!\w)", regex.IGNORECASE)
+
+
+def evaluate(policies: Iterable[Policy], *, content: str, metadata: dict[str, Any],
+             layer: str, key_prefix: str | None = None) -> Decision:
+    """Check a write against every enabled policy that applies to the caller's key."""
+    decision = Decision(content=content)
+    for policy in policies:
+        if not policy.enabled:
+            continue
+        if policy.api_key_prefixes and key_prefix not in policy.api_key_prefixes:
+            continue
+        decision.violations.extend(_check(policy, content, metadata, layer))
+        if policy.pii_handling == PiiHandling.DENY:
+            found = detect(content)
+            if found:
+                kinds = ", ".join(sorted({f.type for f in found}))
+                decision.violations.append(_violation(policy, "pii", f"contains {kinds}"))
+        elif policy.pii_handling == PiiHandling.REDACT:
+            decision.content, found = redact(decision.content)
+            decision.redactions.extend(found)
+    return decision
+
+
+def _violation(policy: Policy, rule: str, detail: str) -> Violation:
+    return Violation(policy=policy.name, policy_id=str(policy.pk), rule=rule, detail=detail)
+
+
+def _check(policy: Policy, content: str, metadata: dict[str, Any], layer: str
+           ) -> list[Violation]:
+    found: list[Violation] = []
+    if policy.max_content_length and len(content) > policy.max_content_length:
+        found.append(_violation(policy, "max_content_length",
+                                f"{len(content)} > {policy.max_content_length} characters"))
+    if policy.writable_layers and layer not in policy.writable_layers:
+        found.append(_violation(policy, "writable_layers", f"layer {layer!r} is not writable"))
+    missing = [k for k in policy.required_metadata if k not in (metadata or {})]
+    if missing:
+        found.append(_violation(policy, "required_metadata", f"missing {', '.join(missing)}"))
+    for term in policy.denied_terms:
+        if _term_regex(term).search(content):
+            found.append(_violation(policy, "denied_term", f"contains {term!r}"))
+    for pattern in policy.denied_patterns:
+        try:
+            hit = regex.compile(pattern, regex.IGNORECASE).search(
+                content, timeout=settings.POLICY_REGEX_TIMEOUT_SECONDS)
+        except (TimeoutError, regex.error):
+            found.append(_violation(policy, "denied_pattern", f"{pattern!r} timed out"))
+            continue
+        if hit:
+            found.append(_violation(policy, "denied_pattern", f"matches {pattern!r}"))
+    return found
+
+
+def clean_policy_data(data: Any, *, partial: bool = False) -> dict[str, Any]:
+    """Validate a policy definition (API, admin, try-it box) and return it cleaned.
+
+    Raises:
+        InvalidInput: unknown fields, wrong types, invalid or too slow patterns, unknown
+            layers or PII handling.
+    """
+    from memories.layers import Layer
+
+    if not isinstance(data, dict):
+        raise InvalidInput("A policy must be an object.")
+    fields = {"name", "description", "enabled", "denied_terms", "denied_patterns",
+              "pii_handling", "max_content_length", "writable_layers", "required_metadata",
+              "api_key_prefixes"}
+    unknown = set(data) - fields
+    if unknown:
+        raise InvalidInput(f"Unknown policy field(s): {', '.join(sorted(unknown))}.",
+                           details={"allowed": sorted(fields)})
+    if not partial and not data.get("name"):
+        raise InvalidInput("A policy needs a name.")
+    cleaned: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in ("name", "description"):
+            if not isinstance(value, str) or "\x00" in value or len(value) > 2000:
+                raise InvalidInput(f"{key} must be a string.")
+            cleaned[key] = value.strip() if key == "name" else value
+        elif key == "enabled":
+            if not isinstance(value, bool):
+                raise InvalidInput("enabled must be true or false.")
+            cleaned[key] = value
+        elif key in ("denied_terms", "required_metadata", "api_key_prefixes",
+                     "writable_layers", "denied_patterns"):
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise InvalidInput(f"{key} must be a list of non-empty strings.")
+            if len(value) > (MAX_PATTERNS if key == "denied_patterns" else MAX_TERMS):
+                raise InvalidInput(f"{key} has too many entries.")
+            if key == "denied_patterns":
+                for pattern in value:
+                    compile_pattern(pattern)
+            if key == "writable_layers":
+                bad = [v for v in value if v not in {x.value for x in Layer}]
+                if bad:
+                    raise InvalidInput(f"Unknown layer(s) in writable_layers: {', '.join(bad)}.")
+            cleaned[key] = list(dict.fromkeys(value))
+        elif key == "pii_handling":
+            if value not in PiiHandling.values:
+                raise InvalidInput(f"pii_handling must be one of {', '.join(PiiHandling.values)}.")
+            cleaned[key] = value
+        elif key == "max_content_length":
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise InvalidInput("max_content_length must be a positive integer or null.")
+            cleaned[key] = value
+    return cleaned

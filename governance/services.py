@@ -1,0 +1,226 @@
+"""Writes of governance: policies, audit entries, review items and their decisions, and the
+enforcement hooks the memory services call."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Model
+from django.utils import timezone
+
+from governance.metrics import POLICY_VIOLATIONS, PROMOTION_BLOCKS
+from governance.models import AuditEntry, Policy, ReviewItem, ReviewKind, ReviewStatus
+from governance.pii import redact
+from governance.policies import Decision, clean_policy_data, evaluate
+from memory_project.errors import InvalidInput, NotFound, PolicyViolation, ReviewAlreadyDecided
+from tenants.context import TenantContext, dangerously_cross_tenant
+
+logger = logging.getLogger(__name__)
+
+
+def audit_record(ctx: TenantContext, *, action: str, target_type: str = "",
+                 target_id: Any = "", details: dict[str, Any] | None = None) -> AuditEntry:
+    """Append an entry to the tenant's audit log (never updated, never deleted by the app)."""
+    return AuditEntry.objects.create(
+        tenant_id=ctx.tenant_id, actor=ctx.principal, action=action, target_type=target_type,
+        target_id=str(target_id or ""), details=details or {},
+    )
+
+
+def audit_cross_tenant_probe(ctx: TenantContext, *, model: type[Model], object_id: Any) -> bool:
+    """After a lookup found nothing: if ``object_id`` exists in another tenant, record the
+    attempt in the caller's audit log. The caller still answers exactly as for a missing
+    object; nothing about the other tenant is recorded but the id asked for.
+
+    Returns:
+        Whether the id belonged to another tenant.
+    """
+    try:
+        pk = object_id if isinstance(object_id, uuid.UUID) else uuid.UUID(str(object_id))
+    except ValueError:
+        return False
+    with dangerously_cross_tenant("audit: cross-tenant probe"):
+        foreign = model._base_manager.filter(pk=pk).exclude(tenant_id=ctx.tenant_id).exists()
+    if foreign:
+        audit_record(ctx, action="cross_tenant_access_attempt",
+                     target_type=model._meta.label_lower, target_id=pk)
+    return foreign
+
+
+def _policies(ctx: TenantContext) -> list[Policy]:
+    return list(Policy.objects.filter(enabled=True).order_by("name"))
+
+
+def enforce_write(ctx: TenantContext, *, content: str, metadata: dict[str, Any], layer: str,
+                  operation: str, identifiers: dict[str, str] | None = None) -> str:
+    """Check an add or update against the tenant's policies (seed 001 "Governance Validation").
+
+    Returns:
+        The content to store (PII redacted when a policy says so).
+
+    Raises:
+        PolicyViolation: 422; ``details.policy`` names the first policy broken and
+            ``details.violations`` lists them all. The attempt is written to the audit log
+            and waits in the review queue as a policy hit.
+    """
+    decision = evaluate(_policies(ctx), content=content, metadata=metadata, layer=layer,
+                        key_prefix=ctx.principal.removeprefix("api_key:"))
+    if decision.allowed:
+        return decision.content
+    violations = [v.as_dict() for v in decision.violations]
+    for violation in decision.violations:
+        POLICY_VIOLATIONS.labels(rule=violation.rule).inc()
+    audit_record(ctx, action="policy_violation", target_type="memory",
+                 details={"operation": operation, "layer": layer, "violations": violations})
+    preview, _ = redact(content)
+    ReviewItem.objects.create(
+        tenant_id=ctx.tenant_id, kind=ReviewKind.POLICY_HIT,
+        reason="; ".join(f"{v.policy}: {v.detail}" for v in decision.violations),
+        preview=preview,
+        details={"operation": operation, "layer": layer, "identifiers": identifiers or {},
+                 "metadata": metadata, "content": content, "violations": violations},
+    )
+    first = decision.violations[0]
+    raise PolicyViolation(
+        f"Policy {first.policy!r} forbids this content: {first.detail}.", operation=operation,
+        details={"policy": first.policy, "policyId": first.policy_id, "violations": violations},
+    )
+
+
+def filter_results(ctx: TenantContext, memories: list[Any], *, operation: str) -> list[Any]:
+    """Drop retrieved memories that violate a policy now in force; log what was filtered."""
+    policies = _policies(ctx)
+    if not policies:
+        return memories
+    kept, dropped = [], []
+    for memory in memories:
+        decision = evaluate(policies, content=memory.content, metadata=memory.metadata,
+                            layer=memory.layer, key_prefix=None)
+        blocking = [v for v in decision.violations if v.rule in ("denied_term", "denied_pattern",
+                                                                 "pii")]
+        (dropped if blocking else kept).append(memory)
+    if dropped:
+        audit_record(ctx, action="search_filtered", target_type="memory", details={
+            "operation": operation, "memoryIds": [str(m.pk) for m in dropped]})
+    return kept
+
+
+def promotion_block(ctx: TenantContext, *, memory: Any, reason: str) -> ReviewItem:
+    """Record a blocked promotion: a metric, an audit entry and a review item (seed 001
+    "Sensitivity Check")."""
+    PROMOTION_BLOCKS.labels(reason=reason).inc()
+    preview, _ = redact(memory.content)
+    audit_record(ctx, action="promotion_blocked", target_type="memory", target_id=memory.pk,
+                 details={"reason": reason, "layer": memory.layer})
+    return ReviewItem.objects.create(
+        tenant_id=ctx.tenant_id, kind=ReviewKind.PROMOTION_BLOCKED, memory_id=memory.pk,
+        reason=reason, preview=preview, details={"layer": memory.layer},
+    )
+
+
+@transaction.atomic
+def policy_create(ctx: TenantContext, *, data: Any) -> Policy:
+    """Create a policy from a validated definition (see ``clean_policy_data``).
+
+    Raises:
+        InvalidInput: invalid definition, or the name is taken.
+    """
+    cleaned = clean_policy_data(data)
+    if Policy.objects.filter(name=cleaned["name"]).exists():
+        raise InvalidInput(f"A policy named {cleaned['name']!r} exists.")
+    policy = Policy.objects.create(tenant_id=ctx.tenant_id, updated_by=ctx.principal, **cleaned)
+    audit_record(ctx, action="policy_created", target_type="policy", target_id=policy.pk,
+                 details=cleaned)
+    return policy
+
+
+@transaction.atomic
+def policy_update(ctx: TenantContext, *, policy_id: Any, data: Any) -> Policy:
+    """Change a policy; fields not given keep their value.
+
+    Raises:
+        NotFound: no such policy in this tenant. InvalidInput: invalid definition.
+    """
+    policy = _get(Policy, policy_id)
+    cleaned = clean_policy_data(data, partial=True)
+    if "name" in cleaned and Policy.objects.filter(name=cleaned["name"]).exclude(
+            pk=policy.pk).exists():
+        raise InvalidInput(f"A policy named {cleaned['name']!r} exists.")
+    for key, value in cleaned.items():
+        setattr(policy, key, value)
+    policy.updated_by = ctx.principal
+    policy.save()
+    audit_record(ctx, action="policy_updated", target_type="policy", target_id=policy.pk,
+                 details=cleaned)
+    return policy
+
+
+@transaction.atomic
+def policy_delete(ctx: TenantContext, *, policy_id: Any) -> None:
+    """Delete a policy. Raises NotFound when there is none."""
+    policy = _get(Policy, policy_id)
+    audit_record(ctx, action="policy_deleted", target_type="policy", target_id=policy.pk,
+                 details={"name": policy.name})
+    policy.delete()
+
+
+def policy_try(ctx: TenantContext, *, data: Any, text: str, layer: str = "user",
+               metadata: dict[str, Any] | None = None) -> Decision:
+    """Run an unsaved policy definition on sample text (the console's "try it" box)."""
+    cleaned = clean_policy_data({"name": "try", **(data or {})}, partial=True)
+    policy = Policy(tenant_id=ctx.tenant_id, **{"name": "try", **cleaned})
+    return evaluate([policy], content=text, metadata=metadata or {}, layer=layer)
+
+
+def _get(model: type[Any], object_id: Any) -> Any:
+    try:
+        pk = uuid.UUID(str(object_id))
+    except ValueError:
+        raise NotFound() from None
+    obj = model.objects.filter(pk=pk).first()
+    if obj is None:
+        raise NotFound()
+    return obj
+
+
+@transaction.atomic
+def review_decide(ctx: TenantContext, *, item_id: Any, approve: bool, reason: str = ""
+                  ) -> ReviewItem:
+    """Approve or reject a review item, once; who and when are recorded.
+
+    Approving a blocked promotion promotes the memory with PII redacted; approving a policy
+    hit stores the refused write, PII redacted. Rejecting needs a reason.
+
+    Raises:
+        NotFound: no such item in this tenant. ReviewAlreadyDecided: decided before (409).
+        InvalidInput: a rejection without a reason.
+    """
+    item = ReviewItem.objects.select_for_update().filter(
+        pk=_get(ReviewItem, item_id).pk).first()
+    if item.status != ReviewStatus.PENDING:
+        raise ReviewAlreadyDecided(details={"status": item.status, "decidedBy": item.decided_by})
+    if not approve and not reason.strip():
+        raise InvalidInput("A rejection needs a reason.")
+    if approve:
+        item.result_memory_id = _carry_out(ctx, item)
+    item.status = ReviewStatus.APPROVED if approve else ReviewStatus.REJECTED
+    item.decided_by = ctx.principal
+    item.decided_at = timezone.now()
+    item.decision_reason = reason
+    item.save()
+    audit_record(ctx, action="review_decision", target_type="review", target_id=item.pk,
+                 details={"decision": item.status, "reason": reason, "kind": item.kind,
+                          "resultMemoryId": str(item.result_memory_id or "")})
+    return item
+
+
+def _carry_out(ctx: TenantContext, item: ReviewItem) -> uuid.UUID | None:
+    from memories import lifecycle
+
+    if item.kind == ReviewKind.PROMOTION_BLOCKED:
+        copy = lifecycle.memory_promote(ctx, memory_id=item.memory_id, override=True)
+        return copy.pk if copy is not None else None
+    return lifecycle.memory_add_reviewed(ctx, details=item.details).pk

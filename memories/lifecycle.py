@@ -1,0 +1,192 @@
+"""Promotion of volatile memories and the closing of sessions (seed 001 "Memory Promotion",
+"Promotion Trigger", "PII Redaction", "Sensitivity Check", "Session Memory Cleanup").
+
+A volatile memory (agent or session layer) whose importance is at least the promotion
+threshold (``SessionCleanupConfig.promotionThreshold``, default 0.8) is copied, PII
+redacted, into a persistent layer: the tenant's ``lifecycle.promotionTargetLayer`` if set,
+else project when the memory names a project, else user. Original and copy point at each
+other in metadata (``promotedTo`` / ``promotedFrom``). Memories marked sensitive or private
+(the fields, or ``metadata.sensitive`` / ``metadata.private``) are never promoted: each block
+is counted, audited and waits in the review queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from governance.pii import redact
+from governance.services import audit_record, promotion_block
+from memories.layers import Layer, LayerIdentifiers
+from memories.models import ClosedSession, Memory, State
+from memories.services import MemoryInput, memory_bulk_add
+from memory_project.errors import InvalidInput, MemoryNotFound, NotFound
+from tenants.context import TenantContext
+from tenants.models import Tenant
+
+VOLATILE_LAYERS = (Layer.AGENT.value, Layer.SESSION.value)
+DEFAULT_SESSION_CLEANUP: dict[str, Any] = {
+    "autoDelete": False,
+    "retentionPeriod": "7d",
+    "promoteImportant": True,
+    "promotionThreshold": 0.8,
+}
+
+
+def lifecycle_settings(ctx: TenantContext) -> dict[str, Any]:
+    """The tenant's ``lifecycle`` settings with seed 001's defaults filled in."""
+    raw = Tenant.objects.filter(pk=ctx.tenant_id).values_list("settings", flat=True).first()
+    lifecycle = dict((raw or {}).get("lifecycle") or {})
+    lifecycle["sessionCleanup"] = {**DEFAULT_SESSION_CLEANUP,
+                                   **(lifecycle.get("sessionCleanup") or {})}
+    return lifecycle
+
+
+def is_protected(memory: Memory) -> str | None:
+    """``"sensitive"`` or ``"private"`` when the memory may not be promoted, else ``None``."""
+    metadata = memory.metadata or {}
+    if memory.sensitive or metadata.get("sensitive") is True:
+        return "sensitive"
+    if memory.private or metadata.get("private") is True:
+        return "private"
+    return None
+
+
+def promotion_target(ctx: TenantContext, memory: Memory) -> Layer:
+    """Where a promoted copy goes: the tenant's choice, else project if named, else user."""
+    configured = lifecycle_settings(ctx).get("promotionTargetLayer")
+    if configured in {x.value for x in Layer} - set(VOLATILE_LAYERS):
+        return Layer(configured)
+    return Layer.PROJECT if memory.project_id else Layer.USER
+
+
+@transaction.atomic
+def memory_promote(ctx: TenantContext, *, memory_id: Any, override: bool = False
+                   ) -> Memory | None:
+    """Copy a volatile memory, PII redacted, into its persistent layer; idempotent.
+
+    ``override`` is a reviewer's approval of a blocked promotion.
+
+    Returns:
+        The persistent copy, or ``None`` when the memory is sensitive or private: the block
+        is then counted, audited and queued for review.
+
+    Raises:
+        MemoryNotFound: no such memory in this tenant.
+        InvalidInput: not an agent- or session-layer memory.
+    """
+    memory = Memory.objects.select_for_update().filter(pk=memory_id).first()
+    if memory is None or memory.state == State.DELETED:
+        raise MemoryNotFound(operation="memory.promote")
+    if memory.layer not in VOLATILE_LAYERS:
+        raise InvalidInput("Only agent- and session-layer memories are promoted.")
+    promoted_to = (memory.metadata or {}).get("promotedTo")
+    if promoted_to:
+        existing = Memory.objects.filter(pk=promoted_to.get("id")).first()
+        if existing is not None:
+            return existing
+    reason = is_protected(memory)
+    if reason and not override:
+        promotion_block(ctx, memory=memory, reason=reason)
+        return None
+    target = promotion_target(ctx, memory)
+    content, findings = redact(memory.content)
+    metadata = {
+        **{k: v for k, v in (memory.metadata or {}).items() if k != "promotedTo"},
+        "promotedFrom": {"id": str(memory.pk), "layer": memory.layer,
+                         "sessionId": memory.session_id, "at": timezone.now().isoformat()},
+    }
+    identifiers = LayerIdentifiers(
+        userId=memory.user_id, projectId=memory.project_id, teamId=memory.team_id,
+        orgId=memory.org_id,
+    )
+    copy = memory_bulk_add(ctx, items=[MemoryInput(
+        content=content, layer=target.value, identifiers=identifiers, metadata=metadata,
+        context=memory.context, kind=memory.kind, scope=memory.scope,
+        importance=memory.importance, confidence=memory.confidence,
+        decay_rate=memory.decay_rate,
+    )])[0].memory
+    memory.metadata = {**(memory.metadata or {}),
+                       "promotedTo": {"id": str(copy.pk), "layer": target.value}}
+    memory.save(update_fields=["metadata", "updated_at"])
+    audit_record(ctx, action="memory_promoted", target_type="memory", target_id=memory.pk,
+                 details={"to": str(copy.pk), "layer": target.value, "override": override,
+                          "redacted": sorted({f.type for f in findings})})
+    return copy
+
+
+def memory_add_reviewed(ctx: TenantContext, *, details: dict[str, Any]) -> Memory:
+    """Store a write a policy refused, after a reviewer approved it: PII redacted, policies
+    not applied again (the reviewer is the exception)."""
+    content, _ = redact(str(details.get("content", "")))
+    item = MemoryInput(
+        content=content, layer=str(details.get("layer")),
+        identifiers=LayerIdentifiers.from_mapping(details.get("identifiers") or {}),
+        metadata=details.get("metadata") or {},
+    )
+    return memory_bulk_add(ctx, items=[item], enforce_policies=False)[0].memory
+
+
+@dataclass
+class SessionCloseResult:
+    """What closing a session did."""
+
+    session_id: str
+    promoted: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    below_threshold: int = 0
+    already_closed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sessionId": self.session_id, "promoted": self.promoted,
+                "blocked": self.blocked, "belowThreshold": self.below_threshold,
+                "alreadyClosed": self.already_closed}
+
+
+@transaction.atomic
+def session_close(ctx: TenantContext, *, session_id: str, user_id: str | None
+                  ) -> SessionCloseResult:
+    """Close a session and evaluate every memory of it for promotion (seed 001 "Promotion
+    check at session end"). Closing again returns the first result.
+
+    Raises:
+        MissingIdentifier-like InvalidInput: no ``userId``.
+        NotFound: the session has no memories in this tenant (unknown or another tenant's).
+    """
+    if not user_id:
+        raise InvalidInput("Closing a session needs the caller's userId.",
+                           details={"required": ["userId", "sessionId"]})
+    closed = ClosedSession.objects.filter(session_id=session_id, user_id=user_id).first()
+    if closed is not None:
+        return SessionCloseResult(**{**_from_dict(closed.result), "already_closed": True})
+    memories = list(Memory.objects.select_for_update().filter(
+        layer__in=VOLATILE_LAYERS, session_id=session_id, user_id=user_id,
+        state=State.ACTIVE,
+    ).order_by("id"))
+    if not memories:
+        raise NotFound("Session not found.", operation="session.close")
+    cleanup = lifecycle_settings(ctx)["sessionCleanup"]
+    result = SessionCloseResult(session_id=session_id)
+    for memory in memories:
+        if not cleanup["promoteImportant"] or memory.importance < cleanup["promotionThreshold"]:
+            result.below_threshold += 1
+            continue
+        copy = memory_promote(ctx, memory_id=memory.pk)
+        if copy is None:
+            result.blocked.append(str(memory.pk))
+        else:
+            result.promoted.append(str(copy.pk))
+    ClosedSession.objects.create(tenant_id=ctx.tenant_id, session_id=session_id,
+                                 user_id=user_id, closed_by=ctx.principal,
+                                 result=result.as_dict())
+    audit_record(ctx, action="session_closed", target_type="session", target_id=session_id,
+                 details=result.as_dict())
+    return result
+
+
+def _from_dict(data: dict[str, Any]) -> dict[str, Any]:
+    return {"session_id": data.get("sessionId", ""), "promoted": data.get("promoted", []),
+            "blocked": data.get("blocked", []), "below_threshold": data.get("belowThreshold", 0)}

@@ -1,0 +1,102 @@
+"""Helpers shared by the retrieval test modules (search, recall, provider, LoCoMo)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from memories.models import Memory
+from tenants.context import tenant_scope
+from tests.helpers import body
+
+SEARCH_URL = "/api/v1/memories/search"
+RECALL_URL = "/api/v1/memories/recall"
+SETTINGS_URL = "/api/v1/settings"
+USER = {"userId": "u1"}
+
+
+def search(tenant: Any, query: str, **payload: Any) -> Any:
+    """``POST /memories/search`` as ``tenant``; the raw response."""
+    payload.setdefault("identifiers", USER)
+    return tenant.client.post(SEARCH_URL, {"query": query, **payload}, format="json")
+
+
+def searched(tenant: Any, query: str, **payload: Any) -> dict[str, Any]:
+    """The 200 body of a search."""
+    response = search(tenant, query, **payload)
+    assert response.status_code == 200, response.content[:500]
+    return body(response)
+
+
+def recall(tenant: Any, topic: str, **payload: Any) -> Any:
+    """``POST /memories/recall`` as ``tenant``; the raw response."""
+    payload.setdefault("identifiers", USER)
+    return tenant.client.post(RECALL_URL, {"topic": topic, **payload}, format="json")
+
+
+def recalled(tenant: Any, topic: str, **payload: Any) -> list[dict[str, Any]]:
+    """The results of a 200 recall."""
+    response = recall(tenant, topic, **payload)
+    assert response.status_code == 200, response.content[:500]
+    return body(response)["results"]
+
+
+def patch_settings(tenant: Any, patch: Any) -> Any:
+    return tenant.client.patch(SETTINGS_URL, patch, format="json")
+
+
+def ids(results: Sequence[dict[str, Any]]) -> list[str]:
+    return [r["memory"]["id"] for r in results]
+
+
+def contents(results: Sequence[dict[str, Any]]) -> list[str]:
+    return [r["memory"]["content"] for r in results]
+
+
+def set_fields(tenant: Any, memory: Memory, **fields: Any) -> None:
+    """Set columns directly (timestamps, counters) in the tenant's scope."""
+    with tenant_scope(tenant.ctx):
+        assert Memory.objects.filter(pk=memory.pk).update(**fields) == 1
+
+
+def days_ago(days: float) -> Any:
+    return timezone.now() - timedelta(days=days)
+
+
+def reload(tenant: Any, memory: Memory) -> Memory:
+    with tenant_scope(tenant.ctx):
+        return Memory.objects.get(pk=memory.pk)
+
+
+class MemoryUpdates(CaptureQueriesContext):
+    """Captures queries; ``.count`` is the number of ``UPDATE`` statements on memories."""
+
+    def __init__(self) -> None:
+        super().__init__(connection)
+
+    @property
+    def count(self) -> int:
+        return sum(
+            1 for q in self.captured_queries
+            if q["sql"].lstrip().upper().startswith('UPDATE "MEMORIES_MEMORY"')
+        )
+
+
+class CountingEmbedder:
+    """Wraps the real embedder and counts the texts it is asked to encode."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dimensions = inner.dimensions
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return self.inner.encode(texts)

@@ -1,0 +1,328 @@
+"""Another tenant's object answers exactly like a missing one, on every API endpoint.
+
+Each case is one request made by tenant A that names an object through ``tokens``. It runs
+twice: first with tokens that exist nowhere (before tenant B has any data), then with the
+tokens of B's real objects. Both answers must have the same status and, once B's ids are
+replaced by the missing ones, the same JSON body; B's rows must be unchanged afterwards.
+A route under /api/v1/ without a case here fails ``test_it_has_a_case_for_every_route``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from uuid6 import uuid7
+
+from tenants import services as tenant_services
+from tenants.context import tenant_scope
+from tenants.models import Tenant
+from tests.helpers import snapshot
+
+pytestmark = pytest.mark.django_db
+
+M = "/api/v1/memories"
+Tokens = dict[str, str]
+Case = Callable[[Any, Tokens], Any]
+CASES: dict[tuple[str, str], list[Case]] = defaultdict(list)
+SECRET = "Globex launches project Falcon in May"
+
+
+def case(route: str, method: str) -> Callable[[Case], Case]:
+    def register(fn: Case) -> Case:
+        CASES[(route, method)].append(fn)
+        return fn
+    return register
+
+
+def post(client: Any, url: str, data: Any) -> Any:
+    return client.post(url, data, format="json")
+
+
+# --- memories ------------------------------------------------------------------------------
+
+@case("memory-detail", "get")
+def get_memory(a, t):
+    return a.client.get(f"{M}/{t['memory']}")
+
+
+@case("memory-detail", "get")
+def get_memory_with_embedding(a, t):
+    return a.client.get(f"{M}/{t['memory']}?includeEmbedding=true")
+
+
+@case("memory-detail", "patch")
+def patch_memory_content(a, t):
+    return a.client.patch(f"{M}/{t['memory']}", {"content": "hijacked"}, format="json")
+
+
+@case("memory-detail", "patch")
+def patch_memory_metadata_with_version(a, t):
+    return a.client.patch(f"{M}/{t['memory']}", {"metadata": {"x": 1}, "version": 99},
+                          format="json")
+
+
+@case("memory-detail", "patch")
+def patch_memory_with_matching_if_match(a, t):
+    return a.client.patch(f"{M}/{t['memory']}", {"metadata": {"x": None}}, format="json",
+                          headers={"If-Match": '"1"'})
+
+
+@case("memory-detail", "delete")
+def delete_memory(a, t):
+    return a.client.delete(f"{M}/{t['memory']}")
+
+
+@case("memory-bulk-delete", "post")
+def bulk_delete_memories(a, t):
+    return post(a.client, f"{M}/bulk-delete", {"ids": [t["memory"], t["memory"]]})
+
+
+@case("memory-list", "get")
+def list_user_memories(a, t):
+    return a.client.get(M, {"layer": "user", "userId": "u1"})
+
+
+@case("memory-list", "get")
+def list_company_memories(a, t):
+    return a.client.get(M, {"layer": "company"})
+
+
+@case("memory-list", "get")
+def list_team_layer_through_a_project(a, t):
+    return a.client.get(M, {"layer": "team", "projectId": t["project"]})
+
+
+@case("memory-list", "get")
+def list_org_layer_through_a_team(a, t):
+    return a.client.get(M, {"layer": "org", "teamId": t["team"], "limit": 5})
+
+
+@case("memory-list", "post")
+def add_to_team_layer_through_a_project(a, t):
+    return post(a.client, M, {"content": "x", "layer": "team",
+                              "identifiers": {"projectId": t["project"]}})
+
+
+@case("memory-list", "post")
+def add_with_another_company_id(a, t):
+    return post(a.client, M, {"content": "x", "layer": "company",
+                              "identifiers": {"companyId": t["company"]}})
+
+
+@case("memory-bulk", "post")
+def bulk_add_through_a_project(a, t):
+    ok = {"content": "fine", "layer": "user", "identifiers": {"userId": "u9"}}
+    bad = {"content": "x", "layer": "org", "identifiers": {"projectId": t["project"]}}
+    return post(a.client, f"{M}/bulk", {"memories": [ok, bad]})
+
+
+@case("memory-search", "post")
+def search_for_anothers_text(a, t):
+    return post(a.client, f"{M}/search", {"query": SECRET, "identifiers": {"userId": "u1"},
+                                          "threshold": 0, "limit": 50})
+
+
+@case("memory-search", "post")
+def search_through_a_project(a, t):
+    return post(a.client, f"{M}/search", {"query": SECRET, "layers": ["team", "org"],
+                                          "identifiers": {"projectId": t["project"]}})
+
+
+@case("memory-recall", "post")
+def recall_anothers_topic(a, t):
+    return post(a.client, f"{M}/recall", {"topic": SECRET, "identifiers": {"userId": "u1"}})
+
+
+@case("tenant-settings", "get")
+def get_settings(a, t):
+    return a.client.get("/api/v1/settings")
+
+
+@case("tenant-settings", "patch")
+def patch_settings(a, t):
+    return a.client.patch("/api/v1/settings", {"search": {"defaultThreshold": 0.55}},
+                          format="json")
+
+
+@case("capabilities", "get")
+def get_capabilities(a, t):
+    return a.client.get("/api/v1/capabilities")
+
+
+# --- hierarchy -----------------------------------------------------------------------------
+
+for _kind, _plural in (("org", "orgs"), ("team", "teams"), ("project", "projects")):
+    def _get(a, t, _k=_kind, _p=_plural):
+        return a.client.get(f"/api/v1/{_p}/{t[_k]}")
+
+    def _delete(a, t, _k=_kind, _p=_plural):
+        return a.client.delete(f"/api/v1/{_p}/{t[_k]}")
+
+    def _list(a, t, _p=_plural):
+        return a.client.get(f"/api/v1/{_p}")
+
+    case(f"{_kind}-detail", "get")(_get)
+    case(f"{_kind}-detail", "delete")(_delete)
+    case(f"{_kind}-list", "get")(_list)
+
+
+@case("org-list", "post")
+def create_org_with_a_taken_id(a, t):
+    return post(a.client, "/api/v1/orgs", {"orgId": t["org"]})
+
+
+@case("team-list", "post")
+def create_team_under_a_foreign_org(a, t):
+    return post(a.client, "/api/v1/teams", {"teamId": "team-new", "orgId": t["org"]})
+
+
+@case("team-list", "post")
+def create_team_with_a_taken_id(a, t):
+    return post(a.client, "/api/v1/teams", {"teamId": t["team"], "orgId": "org-of-a"})
+
+
+@case("project-list", "post")
+def create_project_under_a_foreign_team(a, t):
+    return post(a.client, "/api/v1/projects", {"projectId": "proj-new", "teamId": t["team"]})
+
+
+@case("project-list", "post")
+def create_project_with_a_taken_id(a, t):
+    return post(a.client, "/api/v1/projects", {"projectId": t["project"],
+                                               "teamId": "team-of-a"})
+
+
+ALL_CASES = [(route, fn) for route, fns in CASES.items() for fn in fns]
+
+
+# --- the harness ---------------------------------------------------------------------------
+
+def populate_a(a: Any) -> None:
+    with tenant_scope(a.ctx):
+        tenant_services.org_create(a.ctx, external_id="org-of-a")
+        tenant_services.team_create(a.ctx, external_id="team-of-a", org_id="org-of-a")
+    a.add("Acme's own note", identifiers={"userId": "u2"})
+
+
+def populate_b(b: Any) -> Tokens:
+    with tenant_scope(b.ctx):
+        tenant_services.org_create(b.ctx, external_id="org-of-b")
+        tenant_services.team_create(b.ctx, external_id="team-of-b", org_id="org-of-b")
+        tenant_services.project_create(b.ctx, external_id="proj-of-b", team_id="team-of-b")
+    memory = b.add(SECRET, identifiers={"userId": "u1"})
+    b.add(SECRET + " (team)", "team", identifiers={"projectId": "proj-of-b"})
+    b.add(SECRET + " (org)", "org", identifiers={"orgId": "org-of-b"})
+    b.add(SECRET + " (company)", "company", identifiers={})
+    with tenant_scope(b.ctx):
+        tenant_services.tenant_settings_update(b.ctx, patch={"search": {"defaultThreshold": 0.1}})
+    return {"memory": str(memory.pk), "org": "org-of-b", "team": "team-of-b",
+            "project": "proj-of-b", "company": b.tenant.slug}
+
+
+def normalised(response: Any, replace: Tokens) -> Any:
+    text = response.content.decode()
+    for foreign, missing in replace.items():
+        text = text.replace(foreign, missing)
+    data = json.loads(text) if text else None
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()
+                    if k not in ("createdAt", "updatedAt", "lastConfirmedAt")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+    return strip(data)
+
+
+@pytest.mark.parametrize(("route", "fn"), ALL_CASES,
+                         ids=[f"{r[0]}-{r[1]}-{fn.__name__}" for r, fn in ALL_CASES])
+def test_it_answers_a_foreign_object_like_a_missing_one(tenant_a, tenant_b, route, fn) -> None:
+    populate_a(tenant_a)
+    missing_tokens = {"memory": str(uuid7()), "org": "org-nobody", "team": "team-nobody",
+                      "project": "proj-nobody", "company": "company-nobody"}
+    missing = fn(tenant_a, missing_tokens)
+
+    tokens = populate_b(tenant_b)
+    before_b = snapshot(tenant_b)
+    assert len(before_b) == 7
+    settings_b = Tenant.objects.get(pk=tenant_b.tenant.pk).settings
+    foreign = fn(tenant_a, tokens)
+
+    assert foreign.status_code == missing.status_code, (foreign.content, missing.content)
+    assert foreign.status_code < 500
+    replace = {tokens[k]: missing_tokens[k] for k in tokens}
+    assert normalised(foreign, replace) == normalised(missing, {})
+    for header in ("ETag", "WWW-Authenticate", "Content-Type"):
+        assert foreign.get(header) == missing.get(header), header
+    assert snapshot(tenant_b) == before_b
+    assert Tenant.objects.get(pk=tenant_b.tenant.pk).settings == settings_b
+    assert SECRET not in foreign.content.decode()
+
+
+def test_it_sees_foreign_objects_only_when_they_are_its_own(tenant_a, tenant_b) -> None:
+    """The cases above are not vacuous: B reaches every one of its objects."""
+    tokens = populate_b(tenant_b)
+    c = tenant_b.client
+    assert c.get(f"{M}/{tokens['memory']}").status_code == 200
+    for kind, plural in (("org", "orgs"), ("team", "teams"), ("project", "projects")):
+        assert c.get(f"/api/v1/{plural}/{tokens[kind]}").status_code == 200
+    listed = c.get(M, {"layer": "team", "projectId": tokens["project"]}).json()
+    assert listed["totalCount"] == 1
+    assert c.get(M, {"layer": "org", "teamId": tokens["team"]}).json()["totalCount"] == 1
+    found = post(c, f"{M}/search", {"query": SECRET, "identifiers": {"userId": "u1"},
+                                    "threshold": 0}).json()["results"]
+    assert SECRET in [r["memory"]["content"] for r in found]
+    recalled = post(c, f"{M}/recall", {"topic": SECRET, "identifiers": {"userId": "u1"}})
+    assert SECRET in [r["memory"]["content"] for r in recalled.json()["results"]]
+    assert c.get("/api/v1/settings").json()["search"]["defaultThreshold"] == 0.1
+
+
+@pytest.mark.parametrize("method", ["options", "head"])
+def test_it_answers_options_and_head_alike_for_foreign_and_missing(tenant_a, tenant_b,
+                                                                   method) -> None:
+    tokens = populate_b(tenant_b)
+    for url in (f"{M}/{{memory}}", "/api/v1/orgs/{org}", "/api/v1/projects/{project}"):
+        foreign = getattr(tenant_a.client, method)(url.format(**tokens))
+        missing = getattr(tenant_a.client, method)(url.format(
+            memory=str(uuid7()), org="org-nobody", project="proj-nobody"))
+        assert foreign.status_code == missing.status_code
+        assert foreign.status_code < 500
+        assert foreign.content == missing.content
+
+
+def api_routes() -> set[tuple[str, str]]:
+    """Every (route name, HTTP method) served under /api/v1/."""
+    routes: set[tuple[str, str]] = set()
+
+    def walk(patterns: list[Any], prefix: str) -> None:
+        for pattern in patterns:
+            route = prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, route)
+            elif isinstance(pattern, URLPattern) and route.startswith("api/v1/"):
+                view_class = getattr(pattern.callback, "view_class", None)
+                actions = getattr(pattern.callback, "actions", None) or [
+                    m for m in ("get", "post", "put", "patch", "delete")
+                    if hasattr(view_class, m)
+                ] or ["any"]
+                # DRF serves HEAD with the GET action: covered by the GET cases
+                routes.update((pattern.name or route, method) for method in actions
+                              if method != "head")
+
+    walk(get_resolver().url_patterns, "")
+    return routes
+
+
+def test_it_has_a_case_for_every_route() -> None:
+    routes = api_routes()
+    assert ("memory-detail", "patch") in routes and len(routes) >= 17
+    missing = sorted(routes - set(CASES))
+    assert not missing, f"add a cross-tenant case for: {missing}"
+    stale = sorted(set(CASES) - routes)
+    assert not stale, f"cases for routes that no longer exist: {stale}"
