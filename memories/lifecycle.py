@@ -12,10 +12,13 @@ is counted, audited and waits in the review queue.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from governance.pii import redact
@@ -190,3 +193,56 @@ def session_close(ctx: TenantContext, *, session_id: str, user_id: str | None
 def _from_dict(data: dict[str, Any]) -> dict[str, Any]:
     return {"session_id": data.get("sessionId", ""), "promoted": data.get("promoted", []),
             "blocked": data.get("blocked", []), "below_threshold": data.get("belowThreshold", 0)}
+
+
+_PERIOD = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_period(value: str) -> timedelta:
+    """``"7d"``, ``"12h"``, ``"30m"``, ``"2w"``, ``"45s"`` as a timedelta (seed 001 form).
+
+    Raises:
+        InvalidInput: any other form.
+    """
+    match = _PERIOD.match(str(value))
+    if not match:
+        raise InvalidInput(f"Invalid retention period {value!r}; use e.g. '7d', '12h', '30m'.")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def sessions_cleanup(ctx: TenantContext) -> dict[str, int]:
+    """The idle-session job (seed 001 ``SessionCleanupConfig``): close every session whose
+    memories have been idle longer than ``retentionPeriod`` (promoting what is important),
+    then, with ``autoDelete``, delete the session-layer memories of those sessions.
+
+    Idempotent: a closed session is not closed again, deleted memories stay deleted.
+
+    Returns:
+        ``{"closed": n, "promoted": n, "blocked": n, "deleted": n}``.
+    """
+    from memories.services import memory_bulk_delete
+
+    cleanup = lifecycle_settings(ctx)["sessionCleanup"]
+    cutoff = timezone.now() - parse_period(cleanup.get("retentionPeriod") or "7d")
+    idle = (
+        Memory.objects.filter(layer__in=VOLATILE_LAYERS, state=State.ACTIVE,
+                              session_id__isnull=False, user_id__isnull=False)
+        .values("user_id", "session_id")
+        .annotate(last=Max("updated_at"))
+        .filter(last__lt=cutoff)
+    )
+    counts = {"closed": 0, "promoted": 0, "blocked": 0, "deleted": 0}
+    for row in idle:
+        result = session_close(ctx, session_id=row["session_id"], user_id=row["user_id"])
+        if not result.already_closed:
+            counts["closed"] += 1
+            counts["promoted"] += len(result.promoted)
+            counts["blocked"] += len(result.blocked)
+        if cleanup.get("autoDelete"):
+            ids = list(Memory.objects.filter(
+                layer=Layer.SESSION.value, session_id=row["session_id"],
+                user_id=row["user_id"], state=State.ACTIVE).values_list("pk", flat=True))
+            if ids:
+                counts["deleted"] += memory_bulk_delete(ctx, memory_ids=ids)["deleted"]
+    return counts

@@ -104,6 +104,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "django_celery_beat",
+    "django_prometheus",
     "memory_project.apps.MemoryProjectConfig",
     "tenants",
     "memories",

@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from memories.api.session_views import SessionCloseView
 from memory_project import health
 
 urlpatterns = [
@@ -13,6 +14,10 @@ urlpatterns = [
     path("ready", health.ready, name="ready"),
     path("api/v1/", include("memories.api.urls")),
     path("api/v1/", include("tenants.api.urls")),
+    path("api/v1/", include("governance.api.urls")),
+    path("api/v1/sessions/<str:session_id>/close", SessionCloseView.as_view(),
+         name="session-close"),
+    path("", include("django_prometheus.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("admin/", admin.site.urls),

@@ -33,6 +33,13 @@ def system_context(tenant: Tenant, name: str = "system") -> TenantContext:
     )
 
 
+def _audit(ctx: TenantContext, action: str, key: ApiKey) -> None:
+    from governance.services import audit_record  # governance builds on tenants
+
+    audit_record(ctx, action=action, target_type="api_key", target_id=key.pk,
+                 details={"prefix": key.prefix, "name": key.name})
+
+
 def _digest(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
@@ -77,6 +84,7 @@ def api_key_create(
         created_by=ctx.principal,
         expires_at=expires_at,
     )
+    _audit(ctx, "api_key_created", key)
     return key, raw_key
 
 
@@ -93,6 +101,7 @@ def api_key_revoke(ctx: TenantContext, *, key_id: object) -> ApiKey:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        _audit(ctx, "api_key_revoked", key)
     return key
 
 

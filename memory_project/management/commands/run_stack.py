@@ -22,6 +22,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from memory_project.env import env_int, env_str
+from memory_project.schedule import sync_beat_schedule
 from tenants import services
 from tenants.context import tenant_scope
 from tenants.models import Tenant
@@ -49,6 +50,8 @@ class Command(BaseCommand):
         self.stdout.write("applying migrations (owner role) ...")
         call_command("migrate", database="owner", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
+        for name in sync_beat_schedule():
+            self.stdout.write(f"scheduled job: {name}")
         self._ensure_demo_tenant()
         env = {
             **os.environ,

@@ -1,0 +1,150 @@
+"""Governance endpoints: ``/api/v1/policies``, ``/api/v1/reviews``, ``/api/v1/audit``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from governance import selectors, services
+from governance.api.serializers import (
+    AuditEntrySerializer,
+    DecisionSerializer,
+    PolicySerializer,
+    ReviewItemSerializer,
+    TrySerializer,
+)
+from memory_project.errors import Unauthorized
+from tenants.api.mixins import TenantScopedViewSetMixin
+from tenants.context import TenantContext, require_context
+
+
+def require_role(*roles: str) -> TenantContext:
+    """The caller's context when its key has one of ``roles`` (``admin`` always qualifies).
+
+    Raises:
+        Unauthorized: 403 otherwise.
+    """
+    ctx = require_context()
+    if not ({"admin", *roles} & set(ctx.roles)):
+        raise Unauthorized(f"This needs an API key with the {' or '.join(roles or ('admin',))} "
+                           "role.")
+    return ctx
+
+
+class NewestFirst(CursorPagination):
+    """Cursor pages of 50 (at most 200), newest first."""
+
+    ordering = "-created_at"
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+
+
+class PolicyViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
+    """Tenant policies: list, create, retrieve, update (PATCH), delete, and try on sample text."""
+
+    serializer_class = PolicySerializer
+    queryset_selector = staticmethod(selectors.policy_list)
+    lookup_value_regex = "[^/]+"
+    pagination_class = None
+    operation_name = {"list": "policy.list", "create": "policy.create",
+                      "retrieve": "policy.get", "partial_update": "policy.update",
+                      "destroy": "policy.delete", "try_it": "policy.try"}
+
+    def list(self, request: Request) -> Response:
+        return Response({"policies": PolicySerializer(self.get_queryset(), many=True).data})
+
+    @extend_schema(request=dict)
+    def create(self, request: Request) -> Response:
+        policy = services.policy_create(require_role(), data=request.data)
+        return Response(PolicySerializer(policy).data, status=status.HTTP_201_CREATED)
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        return Response(PolicySerializer(self.get_object()).data)
+
+    @extend_schema(request=dict)
+    def partial_update(self, request: Request, pk: str) -> Response:
+        ctx = require_role()
+        policy = services.policy_update(ctx, policy_id=self.get_object().pk, data=request.data)
+        return Response(PolicySerializer(policy).data)
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        ctx = require_role()
+        services.policy_delete(ctx, policy_id=self.get_object().pk)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=TrySerializer, responses={200: dict})
+    @action(detail=False, methods=["post"], url_path="try")
+    def try_it(self, request: Request) -> Response:
+        """Run an unsaved policy on sample text: what would be denied or redacted."""
+        body = TrySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        decision = services.policy_try(require_context(), data=data["policy"], text=data["text"],
+                                       layer=data["layer"], metadata=data["metadata"])
+        return Response(decision.as_dict())
+
+
+class ReviewViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
+    """The review queue: blocked promotions and policy hits, for reviewers and admins."""
+
+    serializer_class = ReviewItemSerializer
+    queryset_selector = staticmethod(selectors.review_list)
+    lookup_value_regex = "[^/]+"
+    pagination_class = NewestFirst
+    operation_name = {"list": "review.list", "retrieve": "review.get",
+                      "approve": "review.approve", "reject": "review.reject"}
+
+    @extend_schema(parameters=[OpenApiParameter("status", str), OpenApiParameter("kind", str)])
+    def list(self, request: Request) -> Response:
+        require_role("reviewer")
+        items = selectors.review_list(request.query_params.get("status"),
+                                      request.query_params.get("kind"))
+        page = self.paginate_queryset(items)
+        return self.get_paginated_response(ReviewItemSerializer(page, many=True).data)
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        require_role("reviewer")
+        return Response(ReviewItemSerializer(self.get_object()).data)
+
+    @extend_schema(request=DecisionSerializer, responses={200: ReviewItemSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str) -> Response:
+        """Approve: a blocked promotion is promoted (PII redacted); a policy hit is stored."""
+        return self._decide(request, approve=True)
+
+    @extend_schema(request=DecisionSerializer, responses={200: ReviewItemSerializer})
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str) -> Response:
+        """Reject with a reason."""
+        return self._decide(request, approve=False)
+
+    def _decide(self, request: Request, *, approve: bool) -> Response:
+        ctx = require_role("reviewer")
+        item = self.get_object()
+        body = DecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        item = services.review_decide(ctx, item_id=item.pk, approve=approve,
+                                      reason=body.validated_data["reason"])
+        return Response(ReviewItemSerializer(item).data)
+
+
+class AuditViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
+    """The tenant's audit log (read-only, newest first) for admins."""
+
+    serializer_class = AuditEntrySerializer
+    queryset_selector = staticmethod(selectors.audit_list)
+    pagination_class = NewestFirst
+    operation_name = {"list": "audit.list"}
+
+    @extend_schema(parameters=[OpenApiParameter("action", str)])
+    def list(self, request: Request) -> Any:
+        require_role()
+        page = self.paginate_queryset(selectors.audit_list(request.query_params.get("action")))
+        return self.get_paginated_response(AuditEntrySerializer(page, many=True).data)

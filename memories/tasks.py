@@ -1,0 +1,74 @@
+"""Celery tasks: thin wrappers that enter a tenant's scope and call a service.
+
+``run_job`` fans a periodic job out to one ``tenant_job`` per active tenant; each
+``tenant_job`` runs inside that tenant's scope (row-level security applies) and is
+idempotent, acknowledged late and re-queued if its worker dies, so a retry is always safe.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+from celery import shared_task
+from django.db import OperationalError
+
+from tenants.context import tenant_scope
+from tenants.models import Tenant
+from tenants.services import system_context
+
+logger = logging.getLogger(__name__)
+
+#: job name → "module:function" taking a TenantContext and returning a dict of counts.
+JOBS: dict[str, str] = {
+    "decay": "memories.maintenance:decay_run",
+    "purge": "memories.maintenance:purge_deleted",
+    "consolidate": "memories.maintenance:consolidate",
+    "prune": "memories.maintenance:prune_by_feedback",
+    "sessions": "memories.lifecycle:sessions_cleanup",
+}
+
+TASK_OPTIONS: dict[str, Any] = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": True,
+    "retry_backoff_max": 300,
+    "max_retries": 5,
+}
+
+
+def _resolve(job: str) -> Any:
+    module, _, name = JOBS[job].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@shared_task(name="memories.run_job", bind=True, **TASK_OPTIONS)
+def run_job(self: Any, job: str) -> dict[str, int]:
+    """Queue ``job`` for every active tenant, on the queue this task came from.
+
+    Returns ``{"tenants": n}``.
+
+    Raises:
+        KeyError: unknown job name.
+    """
+    _resolve(job)
+    queue = (self.request.delivery_info or {}).get("routing_key") or None
+    tenant_ids = list(Tenant.objects.filter(is_active=True).values_list("id", flat=True))
+    for tenant_id in tenant_ids:
+        tenant_job.apply_async((job, str(tenant_id)), queue=queue)
+    return {"tenants": len(tenant_ids)}
+
+
+@shared_task(name="memories.tenant_job", **TASK_OPTIONS)
+def tenant_job(job: str, tenant_id: str) -> dict[str, Any]:
+    """Run ``job`` for one tenant inside its scope; a missing or inactive tenant is skipped."""
+    tenant = Tenant.objects.filter(pk=tenant_id, is_active=True).first()
+    if tenant is None:
+        return {"skipped": True}
+    ctx = system_context(tenant, f"job:{job}")
+    with tenant_scope(ctx):
+        result = _resolve(job)(ctx)
+    logger.info("job %s for tenant %s: %s", job, tenant.slug, result)
+    return result

@@ -1,0 +1,54 @@
+"""Every periodic job, in one place. Stored in django-celery-beat's tables (editable in the
+admin under "Periodic tasks"); ``sync_beat_schedule`` adds missing entries and never
+overwrites an admin's change.
+
+Each entry runs ``memories.run_job`` with a job name (see ``memories.tasks.JOBS``), which
+fans out to one task per active tenant.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    # Seed 001 "Decay": relevance(t) = initial × (1 − rate)^days; below the threshold a
+    # memory is archived, never deleted. Daily at 03:10 UTC.
+    "memory decay and archival": {"job": "decay", "crontab": {"minute": "10", "hour": "3"}},
+    # Seed 001 "Session Memory Cleanup": close idle sessions, promote important memories,
+    # delete session memories when autoDelete is on. Every 15 minutes.
+    "session cleanup and promotion": {"job": "sessions", "every_seconds": 900},
+    # Soft-deleted memories past the tenant's retention are erased. Daily at 03:40 UTC.
+    "purge deleted memories": {"job": "purge", "crontab": {"minute": "40", "hour": "3"}},
+    # Seed 001 "Consolidation": merge near-duplicates in the configured layers. Nightly.
+    "memory consolidation": {"job": "consolidate", "crontab": {"minute": "20", "hour": "4"}},
+    # Seed 001 "Memory-R1 Pruning": memories that keep earning negative reward leave the
+    # search index. Hourly.
+    "feedback pruning": {"job": "prune", "crontab": {"minute": "5"}},
+}
+
+
+def sync_beat_schedule() -> list[str]:
+    """Create the periodic tasks of ``BEAT_SCHEDULE`` that do not exist yet.
+
+    Returns:
+        The names created.
+    """
+    from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
+
+    created = []
+    for name, entry in BEAT_SCHEDULE.items():
+        if PeriodicTask.objects.filter(name=name).exists():
+            continue
+        schedule: dict[str, Any] = {}
+        if "every_seconds" in entry:
+            schedule["interval"], _ = IntervalSchedule.objects.get_or_create(
+                every=entry["every_seconds"], period=IntervalSchedule.SECONDS)
+        else:
+            schedule["crontab"], _ = CrontabSchedule.objects.get_or_create(
+                **{"day_of_week": "*", "day_of_month": "*", "month_of_year": "*",
+                   "timezone": "UTC", **entry["crontab"]})
+        PeriodicTask.objects.create(name=name, task="memories.run_job",
+                                    args=json.dumps([entry["job"]]), **schedule)
+        created.append(name)
+    return created
