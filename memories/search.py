@@ -21,7 +21,7 @@ similarity to an already kept result of a higher-precedence layer is ≥ 0.95 is
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -189,7 +189,7 @@ def _layer_candidates(
             cand = by_id.setdefault(memory.pk, Candidate(memory, layer))
             cand.keyword_score = float(memory.keyword_score)
             cand.keyword_rank = rank
-    missing = request.limit
+    missing = request.limit + 1
     for cand in by_id.values():
         if vector is not None and cand.similarity is None:
             cand.similarity = 1.0 - float(cand.memory.distance)
@@ -253,8 +253,7 @@ def memory_search(ctx: TenantContext, request: SearchRequest) -> SearchResult:
         As :func:`search_candidates`.
     """
     found = search_candidates(ctx, request)
-    return SearchResult(results=found.results[: request.limit], total_count=found.total_count,
-                        searched_layers=found.searched_layers)
+    return replace(found, results=found.results[: request.limit])
 
 
 def search_candidates(ctx: TenantContext, request: SearchRequest) -> SearchResult:

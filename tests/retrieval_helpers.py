@@ -11,7 +11,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from memories import embeddings
 from memories.models import Memory
+from memories.search import RRF_K
 from tenants.context import tenant_scope
 from tests.helpers import body
 
@@ -100,3 +102,30 @@ class CountingEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         self.calls.append(list(texts))
         return self.inner.encode(texts)
+
+
+def cosine(a: str, b: str) -> float:
+    """Cosine similarity of two texts with the real model (vectors are normalised)."""
+    vectors = embeddings.get_embedder().encode([a, b])
+    return float(np.dot(vectors[0], vectors[1]))
+
+
+def rrf(semantic_rank: int | None, keyword_rank: int | None, limit: int) -> float:
+    """Seed 002 RRF with k = 60; a missing rank is ``limit + 1``."""
+    missing = limit + 1
+    return 1 / (RRF_K + (semantic_rank or missing)) + 1 / (RRF_K + (keyword_rank or missing))
+
+
+def scoped_memories(tenant: Any) -> dict[str, Any]:
+    """Facts, a rule and episodes about blood pressure in the scopes global/health/general."""
+    return {
+        "fact-global": tenant.add("Fact: blood pressure is normal", scope="global"),
+        "fact-health": tenant.add("Fact: blood pressure medication daily", scope="health"),
+        "fact-general": tenant.add("Fact: blood pressure article bookmarked", scope="general"),
+        "rule-health": tenant.add("Rule: check blood pressure weekly", kind="rule",
+                                  scope="health"),
+        "episode-health": tenant.add("Episode: measured blood pressure today",
+                                     kind="episode", scope="health"),
+        "episode-global": tenant.add("Episode: talked about blood pressure",
+                                     kind="episode", scope="global"),
+    }

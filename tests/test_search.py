@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 from django.conf import settings
 
 from memories import embeddings
-from memories.search import RRF_K
 from tests.helpers import assert_error, body
 from tests.retrieval_helpers import (
     RECALL_URL,
@@ -18,9 +16,12 @@ from tests.retrieval_helpers import (
     CountingEmbedder,
     MemoryUpdates,
     contents,
+    cosine,
     ids,
     patch_settings,
     reload,
+    rrf,
+    scoped_memories,
     search,
     searched,
 )
@@ -28,11 +29,6 @@ from tests.retrieval_helpers import (
 pytestmark = pytest.mark.django_db
 
 NAUSEA = "User experiences nausea after dairy"
-
-
-def cosine(a: str, b: str) -> float:
-    vectors = embeddings.get_embedder().encode([a, b])
-    return float(np.dot(vectors[0], vectors[1]))
 
 
 # --- semantic -------------------------------------------------------------------------
@@ -66,6 +62,14 @@ def test_it_returns_at_most_limit_results_across_layers(tenant_a) -> None:
     assert {r["layer"] for r in data["results"]} == {"user"}
 
 
+def test_the_limit_cut_keeps_the_server_timing(tenant_a) -> None:
+    tenant_a.add("User prefers dark mode")
+    response = search(tenant_a, "dark mode", limit=1)
+    assert response.status_code == 200
+    names = [part.split(";")[0].strip() for part in response["Server-Timing"].split(",")]
+    assert names == ["embedding", "ranking", "merge"]
+
+
 # --- keyword --------------------------------------------------------------------------
 
 def test_it_matches_exact_terms_in_keyword_mode(tenant_a) -> None:
@@ -94,11 +98,6 @@ def test_it_finds_a_memory_added_after_a_search_that_found_nothing(tenant_a) -> 
 
 
 # --- hybrid ---------------------------------------------------------------------------
-
-def rrf(semantic_rank: int | None, keyword_rank: int | None, limit: int) -> float:
-    missing = limit + 1
-    return 1 / (RRF_K + (semantic_rank or missing)) + 1 / (RRF_K + (keyword_rank or missing))
-
 
 def test_it_fuses_semantic_and_keyword_ranks_with_rrf(tenant_a) -> None:
     both = tenant_a.add("User is lactose intolerant")
@@ -256,20 +255,6 @@ def test_it_refuses_an_unknown_layer(tenant_a) -> None:
 
 
 # --- scope and metadata filters -------------------------------------------------------
-
-def scoped_memories(tenant: Any) -> dict[str, Any]:
-    return {
-        "fact-global": tenant.add("Fact: blood pressure is normal", scope="global"),
-        "fact-health": tenant.add("Fact: blood pressure medication daily", scope="health"),
-        "fact-general": tenant.add("Fact: blood pressure article bookmarked", scope="general"),
-        "rule-health": tenant.add("Rule: check blood pressure weekly", kind="rule",
-                                  scope="health"),
-        "episode-health": tenant.add("Episode: measured blood pressure today",
-                                     kind="episode", scope="health"),
-        "episode-global": tenant.add("Episode: talked about blood pressure",
-                                     kind="episode", scope="global"),
-    }
-
 
 def test_it_filters_by_scope(tenant_a) -> None:
     made = scoped_memories(tenant_a)
