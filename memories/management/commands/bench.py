@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from tqdm import tqdm
 
-from memories.bench import dataset
+from memories.bench import dataset, layers
 from memories.bench.http import Client, Server
 from memories.locomo import load_samples, questions, turns
 from memories.management.commands.eval_locomo import evaluate
@@ -70,7 +70,17 @@ class Command(BaseCommand):
                      f"   server ms (embed/rank/merge, uncached)")
             for tenant in ([others[0]] if others else []) + [large]:
                 self._search(server, tenant, asked, opts["queries"])
+        self._layers(([others[0]] if others else []) + [large], asked)
         self._recall_table(pool, opts["locomo"])
+
+    def _layers(self, tenants: list[Tenant], asked: list[str]) -> None:
+        self.say("\nthree equal layers, hybrid, ms per search (p50 p95): sequential vs threads")
+        for tenant in tenants:
+            size = dataset.count_project(tenant, dataset.BENCH_PROJECT)
+            timings = layers.compare(system_context(tenant, "bench"), dataset.BENCH_PROJECT,
+                                     asked[:50])
+            self.say(f"{size:>12} sequential {percentiles(timings['sequential'])}   "
+                     f"concurrent {percentiles(timings['concurrent'])}")
 
     def _filled(self, slug: str, pool: Tenant, count: int) -> Tenant:
         tenant, _key = dataset.tenant_with_key(slug)
