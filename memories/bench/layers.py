@@ -28,6 +28,10 @@ def _one_layer(ctx: TenantContext, request: SearchRequest, vector: np.ndarray) -
         return len(_layer_candidates(base, Layer.PROJECT, request, vector, 0.0))
 
 
+def _close() -> None:
+    connection.close()  # the calling thread's own connection
+
+
 def compare(ctx: TenantContext, project: str, queries: list[str], layers: int = 3
             ) -> dict[str, list[float]]:
     """Milliseconds per search of ``layers`` equal layers, sequential and concurrent."""
@@ -46,6 +50,6 @@ def compare(ctx: TenantContext, project: str, queries: list[str], layers: int = 
             futures = [pool.submit(_one_layer, ctx, request, vector) for _ in range(layers)]
             [future.result() for future in futures]
             timings["concurrent"].append((time.perf_counter() - started) * 1000)
-        for future in [pool.submit(connection.close) for _ in range(layers)]:
+        for future in [pool.submit(_close) for _ in range(layers)]:
             future.result()
     return timings
