@@ -33,6 +33,9 @@ class Command(BaseCommand):
         parser.add_argument("tenant", help="slug, name or id")
         parser.add_argument("--name", default="")
         parser.add_argument("--expires-days", type=int, default=None)
+        parser.add_argument("--role", action="append", dest="roles",
+                            choices=["admin", "writer", "reader", "reviewer"],
+                            help="repeatable; default: admin")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = find_tenant(options["tenant"])
@@ -40,5 +43,6 @@ class Command(BaseCommand):
         expires_at = timezone.now() + timedelta(days=expires) if expires else None
         ctx = services.system_context(tenant, "create_api_key")
         with tenant_scope(ctx):
-            key, raw_key = services.api_key_create(ctx, name=options["name"], expires_at=expires_at)
+            key, raw_key = services.api_key_create(ctx, name=options["name"], expires_at=expires_at,
+                                                   roles=options["roles"])
         self.stdout.write(f"api key for {tenant.slug} (prefix {key.prefix}, shown once): {raw_key}")
