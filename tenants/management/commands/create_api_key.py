@@ -34,8 +34,9 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="")
         parser.add_argument("--expires-days", type=int, default=None)
         parser.add_argument("--role", action="append", dest="roles",
-                            choices=["admin", "writer", "reader", "reviewer"],
-                            help="repeatable; default: admin")
+                            choices=["admin", "reviewer", "reader"],
+                            help="repeatable; default admin. reviewer: the review queue; "
+                                 "reader: no governance endpoints")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = find_tenant(options["tenant"])
