@@ -8,5 +8,5 @@ POLICY_VIOLATIONS = Counter(
     "memory_policy_violations_total", "Writes refused by a tenant policy", ["rule"]
 )
 PROMOTION_BLOCKS = Counter(
-    "memory_promotion_blocks_total", "Promotions blocked (sensitive, private)", ["reason"]
+    "memory_promotion_blocks_total", "Promotions blocked (sensitive, private, policy)", ["reason"]
 )

@@ -6,7 +6,7 @@ Detected, in this order (earlier spans win over overlapping later ones):
 - ``IBAN`` → ``[REDACTED_IBAN]``: candidates checked with the ISO 13616 mod-97 check
   (python-stdnum).
 - ``CARD`` → ``[REDACTED_CARD]``: 13–19 digits, spaces or dashes between groups, that pass
-  the Luhn check (python-stdnum).
+  the Luhn check (python-stdnum); only whole groups are taken.
 - ``IP`` → ``[REDACTED_IP]``: IPv4 and IPv6 addresses that Python's ``ipaddress`` accepts.
 - ``PHONE`` → ``[REDACTED_PHONE]``: Google's libphonenumber matcher (the ``phonenumbers``
   package, offline), in international form and in the national forms of
@@ -38,7 +38,7 @@ _EMAIL = re.compile(
     r"[A-Za-z]{2,24}(?![\w-])"
 )
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?\b")
-_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+_CARD = re.compile(r"(?<![\d-])\d+(?:[ -]\d+)*(?![\d-])")
 _IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 _IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
 
@@ -62,11 +62,23 @@ def _ibans(text: str) -> list[Finding]:
 
 
 def _cards(text: str) -> list[Finding]:
+    """Runs of digit groups (single spaces or dashes between them) are split into cards at
+    group boundaries: the longest run of whole groups with 13–19 digits passing Luhn wins,
+    so digits written next to a card ("4111 1111 1111 1111 12/25") do not hide it."""
     found = []
-    for m in _CARD.finditer(text):
-        digits = re.sub(r"\D", "", m.group())
-        if 13 <= len(digits) <= 19 and luhn.is_valid(digits) and len(set(digits)) > 1:
-            found.append(Finding("CARD", m.start(), m.end()))
+    for run in _CARD.finditer(text):
+        groups = [(run.start() + g.start(), run.start() + g.end())
+                  for g in re.finditer(r"\d+", run.group())]
+        i = 0
+        while i < len(groups):
+            for j in range(min(len(groups), i + 19) - 1, i - 1, -1):
+                start, end = groups[i][0], groups[j][1]
+                digits = re.sub(r"\D", "", text[start:end])
+                if 13 <= len(digits) <= 19 and luhn.is_valid(digits) and len(set(digits)) > 1:
+                    found.append(Finding("CARD", start, end))
+                    i = j
+                    break
+            i += 1
     return found
 
 
@@ -82,19 +94,45 @@ def _ips(text: str) -> list[Finding]:
     return found
 
 
+def _digit_groups(text: str) -> list[int]:
+    return [len(group) for group in re.findall(r"\d+", text)]
+
+
+def _usual_grouping(region: str) -> list[int]:
+    """How ``region`` groups the digits of a national number, e.g. US ``(201) 555-0123`` →
+    ``[3, 3, 4]`` (libphonenumber's formatting of the region's example number)."""
+    example = phonenumbers.example_number(region)
+    if example is None:
+        return []
+    return _digit_groups(phonenumbers.format_number(example,
+                                                    phonenumbers.PhoneNumberFormat.NATIONAL))
+
+
 def _phones(text: str) -> list[Finding]:
-    """The first region is matched leniently (any possible number of at least 10 digits, so
-    the seed's "123-456-7890" counts); the others, and 7-digit local numbers, must be valid
-    numbers of their region, which keeps dates and ids out."""
+    """Valid numbers of every region in ``PII_PHONE_REGIONS``, written with a grouping that
+    region uses (libphonenumber's ``STRICT_GROUPING``: this keeps dates such as
+    ``08.05.2023`` and ids such as ``2023-000123`` out).
+
+    Numbers that are merely *possible* in the first region (the seed's "123-456-7890" has no
+    real US area code) count only when written in that region's usual grouping, optionally
+    after the country code: ``123-456-7890``, ``(555) 123-4567``, ``+1 123 456 7890`` — not
+    an unformatted run of digits such as an order id or a timestamp.
+    """
+    regions = list(settings.PII_PHONE_REGIONS)
     found = []
-    for i, region in enumerate(settings.PII_PHONE_REGIONS):
-        leniency = phonenumbers.Leniency.POSSIBLE if i == 0 else phonenumbers.Leniency.VALID
-        for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=leniency):
-            digits = sum(ch.isdigit() for ch in m.raw_string)
-            if leniency == phonenumbers.Leniency.POSSIBLE and digits < 10 and not (
-                phonenumbers.is_valid_number(m.number)
-            ):
-                continue
+    for region in regions:
+        for m in phonenumbers.PhoneNumberMatcher(
+                text, region, leniency=phonenumbers.Leniency.STRICT_GROUPING):
+            found.append(Finding("PHONE", m.start, m.end))
+    if not regions:
+        return found
+    usual = _usual_grouping(regions[0])
+    for m in phonenumbers.PhoneNumberMatcher(text, regions[0],
+                                             leniency=phonenumbers.Leniency.POSSIBLE):
+        groups = re.findall(r"\d+", m.raw_string)
+        if len(groups) == len(usual) + 1 and groups[0] == str(m.number.country_code):
+            groups = groups[1:]
+        if usual and [len(g) for g in groups] == usual:
             found.append(Finding("PHONE", m.start, m.end))
     return found
 

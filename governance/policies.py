@@ -169,6 +169,8 @@ def clean_policy_data(data: Any, *, partial: bool = False) -> dict[str, Any]:
             if not isinstance(value, str) or "\x00" in value or len(value) > 2000:
                 raise InvalidInput(f"{key} must be a string.")
             cleaned[key] = value.strip() if key == "name" else value
+            if key == "name" and not cleaned[key]:
+                raise InvalidInput("A policy needs a name.")
         elif key == "enabled":
             if not isinstance(value, bool):
                 raise InvalidInput("enabled must be true or false.")

@@ -108,16 +108,19 @@ def filter_results(ctx: TenantContext, memories: list[Any], *, operation: str) -
     return kept
 
 
-def promotion_block(ctx: TenantContext, *, memory: Any, reason: str) -> ReviewItem:
+def promotion_block(ctx: TenantContext, *, memory: Any, reason: str,
+                    details: dict[str, Any] | None = None) -> ReviewItem:
     """Record a blocked promotion: a metric, an audit entry and a review item (seed 001
-    "Sensitivity Check")."""
+    "Sensitivity Check"). ``reason``: ``sensitive``, ``private`` or ``policy`` (then
+    ``details.violations`` says which)."""
     PROMOTION_BLOCKS.labels(reason=reason).inc()
     preview, _ = redact(memory.content)
+    extra = details or {}
     audit_record(ctx, action="promotion_blocked", target_type="memory", target_id=memory.pk,
-                 details={"reason": reason, "layer": memory.layer})
+                 details={"reason": reason, "layer": memory.layer, **extra})
     return ReviewItem.objects.create(
         tenant_id=ctx.tenant_id, kind=ReviewKind.PROMOTION_BLOCKED, memory_id=memory.pk,
-        reason=reason, preview=preview, details={"layer": memory.layer},
+        reason=reason, preview=preview, details={"layer": memory.layer, **extra},
     )
 
 
@@ -170,7 +173,13 @@ def policy_delete(ctx: TenantContext, *, policy_id: Any) -> None:
 def policy_try(ctx: TenantContext, *, data: Any, text: str, layer: str = "user",
                metadata: dict[str, Any] | None = None) -> Decision:
     """Run an unsaved policy definition on sample text (the console's "try it" box)."""
-    cleaned = clean_policy_data({"name": "try", **(data or {})}, partial=True)
+    from memories.layers import Layer
+
+    if not isinstance(data, dict):
+        raise InvalidInput("A policy must be an object.")
+    if layer not in {x.value for x in Layer}:
+        raise InvalidInput(f"Unknown layer {layer!r}.")
+    cleaned = clean_policy_data({"name": "try", **data}, partial=True)
     policy = Policy(tenant_id=ctx.tenant_id, **{"name": "try", **cleaned})
     return evaluate([policy], content=text, metadata=metadata or {}, layer=layer)
 

@@ -26,7 +26,7 @@ from governance.services import audit_record, promotion_block
 from memories.layers import Layer, LayerIdentifiers
 from memories.models import ClosedSession, Memory, State
 from memories.services import MemoryInput, memory_bulk_add
-from memory_project.errors import InvalidInput, MemoryNotFound, NotFound
+from memory_project.errors import InvalidInput, MemoryNotFound, NotFound, PolicyViolation
 from tenants.context import TenantContext
 from tenants.models import Tenant
 
@@ -71,11 +71,12 @@ def memory_promote(ctx: TenantContext, *, memory_id: Any, override: bool = False
                    ) -> Memory | None:
     """Copy a volatile memory, PII redacted, into its persistent layer; idempotent.
 
-    ``override`` is a reviewer's approval of a blocked promotion.
+    ``override`` is a reviewer's approval of a blocked promotion: the copy is then made
+    although the memory is sensitive or private, and without checking tenant policies again.
 
     Returns:
-        The persistent copy, or ``None`` when the memory is sensitive or private: the block
-        is then counted, audited and queued for review.
+        The persistent copy, or ``None`` when the memory is sensitive or private, or its copy
+        breaks a tenant policy: the block is then counted, audited and queued for review.
 
     Raises:
         MemoryNotFound: no such memory in this tenant.
@@ -106,12 +107,20 @@ def memory_promote(ctx: TenantContext, *, memory_id: Any, override: bool = False
         userId=memory.user_id, projectId=memory.project_id, teamId=memory.team_id,
         orgId=memory.org_id,
     )
-    copy = memory_bulk_add(ctx, items=[MemoryInput(
+    item = MemoryInput(
         content=content, layer=target.value, identifiers=identifiers, metadata=metadata,
         context=memory.context, kind=memory.kind, scope=memory.scope,
         importance=memory.importance, confidence=memory.confidence,
         decay_rate=memory.decay_rate,
-    )])[0].memory
+    )
+    try:
+        # A savepoint: a refused copy leaves nothing behind but the block recorded below.
+        with transaction.atomic():
+            copy = memory_bulk_add(ctx, items=[item], enforce_policies=not override)[0].memory
+    except PolicyViolation as err:
+        promotion_block(ctx, memory=memory, reason="policy",
+                        details={"violations": err.details.get("violations", [])})
+        return None
     memory.metadata = {**(memory.metadata or {}),
                        "promotedTo": {"id": str(copy.pk), "layer": target.value}}
     memory.save(update_fields=["metadata", "updated_at"])

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from memories.layers import LayerIdentifiers
@@ -25,8 +25,9 @@ from memories.services import MemoryInput, memory_add
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 
-TENANT_TABLES = ("memories_memory", "memories_closedsession", "governance_auditentry",
-                 "governance_reviewitem", "tenants_apikey")
+TENANT_TABLES = ("memories_memoryfeedback", "memories_memoryhistory", "memories_memory",
+                 "memories_closedsession", "governance_auditentry", "governance_reviewitem",
+                 "tenants_apikey")
 
 
 def _env() -> dict[str, str]:
@@ -53,11 +54,27 @@ def committed(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str
             Memory.objects.filter(pk=memory.pk).update(
                 updated_at=timezone.now() - timedelta(hours=1))
         yield {"tenant": tenant, "ctx": ctx, "memory": memory}
-        with transaction.atomic(using="owner"), connections["owner"].cursor() as cursor:
-            cursor.execute("SELECT set_config('app.cross_tenant', 'on', true)")
-            for table in TENANT_TABLES:
-                cursor.execute(f"DELETE FROM {table} WHERE tenant_id = %s", [str(tenant.id)])
-            cursor.execute("DELETE FROM tenants_tenant WHERE id = %s", [str(tenant.id)])
+        _delete_tenant(str(tenant.id))
+
+
+def _delete_tenant(tenant_id: str) -> None:
+    """Remove a committed tenant and every row it owns (as the owner role), in whatever
+    order the foreign keys allow."""
+    with transaction.atomic(using="owner"), connections["owner"].cursor() as cursor:
+        cursor.execute("SELECT set_config('app.cross_tenant', 'on', true)")
+        cursor.execute("SELECT table_name FROM information_schema.columns "
+                       "WHERE table_schema = 'public' AND column_name = 'tenant_id'")
+        pending = [row[0] for row in cursor.fetchall()]
+        for _ in range(len(pending) + 1):
+            for table in list(pending):
+                try:
+                    with transaction.atomic(using="owner"):
+                        cursor.execute(f'DELETE FROM "{table}" WHERE tenant_id = %s',
+                                       [tenant_id])
+                    pending.remove(table)
+                except IntegrityError:
+                    continue
+        cursor.execute("DELETE FROM tenants_tenant WHERE id = %s", [tenant_id])
 
 
 @pytest.mark.slow
