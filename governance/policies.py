@@ -114,7 +114,9 @@ def evaluate(policies: Iterable[Policy], *, content: str, metadata: dict[str, An
 
 
 def _violation(policy: Policy, rule: str, detail: str) -> Violation:
-    return Violation(policy=policy.name, policy_id=str(policy.pk), rule=rule, detail=detail)
+    saved = not policy._state.adding  # an unsaved policy (the try-it box) has no id yet
+    return Violation(policy=policy.name, policy_id=str(policy.pk) if saved else "", rule=rule,
+                     detail=detail)
 
 
 def _check(policy: Policy, content: str, metadata: dict[str, Any], layer: str

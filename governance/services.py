@@ -233,3 +233,12 @@ def _carry_out(ctx: TenantContext, item: ReviewItem) -> uuid.UUID | None:
         copy = lifecycle.memory_promote(ctx, memory_id=item.memory_id, override=True)
         return copy.pk if copy is not None else None
     return lifecycle.memory_add_reviewed(ctx, details=item.details).pk
+
+
+def review_items_scrub(ctx: TenantContext, *, memory_ids: list[Any]) -> int:
+    """Right to erasure: blank the preview and details of review items about erased memories
+    (the item, its status and who decided stay). Returns the number of items scrubbed."""
+    if not memory_ids:
+        return 0
+    return ReviewItem.objects.filter(memory_id__in=memory_ids).update(
+        preview="", details={"erased": True})

@@ -1,4 +1,5 @@
-"""Admin: memories (list, filter by layer, kind and state, search in content)."""
+"""Admin: memories (list, filter by layer, kind and state, search in content), their history
+and feedback (read-only)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from memories.models import Memory
+from memories.models import Memory, MemoryFeedback, MemoryHistory
 from tenants.admin_base import TenantOwnedAdmin
 
 
@@ -33,3 +34,33 @@ class MemoryAdmin(TenantOwnedAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnlyTenantAdmin(TenantOwnedAdmin):
+    """Platform staff may look; history and feedback change only through the services."""
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(MemoryHistory)
+class MemoryHistoryAdmin(ReadOnlyTenantAdmin):
+    list_display = ("memory_id", "action", "actor", "erased_at", "tenant", "created_at")
+    list_filter = ("action", "tenant")
+    search_fields = ("memory_id",)
+    list_per_page = 50
+    show_full_result_count = False
+
+
+@admin.register(MemoryFeedback)
+class MemoryFeedbackAdmin(ReadOnlyTenantAdmin):
+    list_display = ("memory_id", "reward", "actor", "tenant", "created_at")
+    list_filter = ("tenant",)
+    list_per_page = 50
+    show_full_result_count = False

@@ -37,6 +37,15 @@ class Memory(TenantOwnedModel):
     ``tags``, ``source``, ``knowledgePointer`` and any custom fields. ``version`` increases by
     one on every update (optimistic locking). ``importance``, ``confidence`` are in [0, 1];
     ``decay_rate`` is per day.
+
+    Lifecycle (seed 001, "Memory Lifecycle"): ``state`` is active, archived (decayed or
+    merged away) or deleted (soft delete, ``deleted_at``; purged after the tenant's retention).
+    ``importance`` is recomputed from access frequency and recency on every access and update
+    (seed 001 "Importance Scoring"); ``base_importance`` keeps the importance the caller gave
+    (``NULL`` only for rows written outside the service: then ``importance`` is still it).
+    ``pruned_at`` marks a memory pruned by negative feedback (seed 001 "Memory-R1 Pruning"):
+    it leaves search, recall and list. ``feedback_count``/``reward_sum`` are the running
+    reward since creation or the last restore; ``restored_at`` is the last restore.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
@@ -82,9 +91,16 @@ class Memory(TenantOwnedModel):
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    #: The caller's importance (seed 001 importance input), kept while ``importance`` moves.
+    base_importance = models.FloatField(null=True, blank=True)
+    pruned_at = models.DateTimeField(null=True, blank=True)
+    restored_at = models.DateTimeField(null=True, blank=True)
+    feedback_count = models.PositiveIntegerField(default=0, db_default=0)
+    reward_sum = models.FloatField(default=0.0, db_default=0.0)
 
     class Meta:
         indexes = [
+            models.Index(fields=["tenant", "state", "deleted_at"], name="mem_state_deleted_idx"),
             models.Index(fields=["tenant", "layer", "user_id", "id"], name="mem_user_idx"),
             models.Index(fields=["tenant", "layer", "agent_id", "id"], name="mem_agent_idx"),
             models.Index(fields=["tenant", "layer", "session_id", "id"], name="mem_session_idx"),
@@ -112,6 +128,11 @@ class Memory(TenantOwnedModel):
             ),
             models.CheckConstraint(
                 condition=models.Q(decay_rate__gte=0), name="mem_decay_rate_ge0"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(base_importance__isnull=True)
+                | models.Q(base_importance__gte=0, base_importance__lte=1),
+                name="mem_base_importance_0_1",
             ),
         ]
 
@@ -144,4 +165,67 @@ class ClosedSession(TenantOwnedModel):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "user_id", "session_id"],
                                     name="uniq_closed_session")
+        ]
+
+
+class HistoryAction(models.TextChoices):
+    """What happened to a memory (one :class:`MemoryHistory` row each)."""
+
+    ADD = "add"
+    UPDATE = "update"
+    DELETE = "delete"
+    RESTORE = "restore"
+    ARCHIVE = "archive"
+    PRUNE = "prune"
+    MERGE = "merge"
+    ERASE = "erase"
+
+
+class MemoryHistory(TenantOwnedModel):
+    """One change of one memory: who, when, what (old and new content and metadata).
+
+    ``memory_id`` is a plain UUID, not a foreign key: the history outlives the memory (soft
+    delete, hard erase). Erasure (right to erasure) blanks the four content columns of every
+    row of the memory and sets ``erased_at``; action, actor and time stay. ``details`` never
+    holds content (ids, counts, reasons only).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    memory_id = models.UUIDField()
+    action = models.CharField(max_length=16, choices=HistoryAction.choices)
+    old_content = models.TextField(null=True, blank=True)
+    new_content = models.TextField(null=True, blank=True)
+    old_metadata = models.JSONField(null=True, blank=True)
+    new_metadata = models.JSONField(null=True, blank=True)
+    actor = models.CharField(max_length=200)
+    details = models.JSONField(default=dict, blank=True)
+    erased_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "memory history"
+        indexes = [
+            models.Index(fields=["tenant", "memory_id", "created_at"], name="memhist_memory_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.memory_id}"
+
+
+class MemoryFeedback(TenantOwnedModel):
+    """One reward for one memory's contribution to a task outcome (seed 001 "Memory-R1
+    Pruning"): ``reward`` in [-1, 1], the optional ``query`` it was used for."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="feedback")
+    reward = models.FloatField()
+    query = models.TextField(blank=True, default="")
+    actor = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(reward__gte=-1, reward__lte=1), name="memfb_reward_range"
+            ),
         ]

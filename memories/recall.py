@@ -27,6 +27,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from memories.confidence import effective_confidence
 from memories.filters import MetadataFilter
 from memories.layers import LayerIdentifiers
 from memories.search import Candidate, Mode, SearchRequest, search_candidates
@@ -104,11 +105,6 @@ def recall_settings(ctx: TenantContext, scope: str | None) -> tuple[dict[str, fl
 
 def _days(since: datetime | None, now: datetime) -> float:
     return max(0.0, (now - since).total_seconds() / 86400.0) if since else 0.0
-
-
-def effective_confidence(confidence: float, decay_rate: float, days: float) -> float:
-    """``confidence × exp(−decay_rate × days)`` (seed 002)."""
-    return confidence * math.exp(-decay_rate * days)
 
 
 def memory_recall(ctx: TenantContext, request: RecallRequest) -> list[Recalled]:

@@ -42,8 +42,13 @@ def layer_queryset(
 ) -> QuerySet[Memory]:
     """The active tenant's memories of ``layer`` for ``identifiers`` (already resolved).
 
+    Only ``states`` (default: active), and never a pruned memory (``pruned_at`` set, seed 001
+    "Memory-R1 Pruning": pruned memories leave the search index), so search, recall and list
+    all skip deleted, archived and pruned memories.
+
     Raises:
         MissingIdentifier: the layer's required identifiers are not all present.
     """
     columns: dict[str, Any] = require_identifiers(layer, identifiers)
-    return Memory.objects.filter(layer=layer.value, state__in=states, **columns)
+    return Memory.objects.filter(layer=layer.value, state__in=states, pruned_at__isnull=True,
+                                 **columns)

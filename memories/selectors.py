@@ -5,18 +5,23 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from governance.services import audit_cross_tenant_probe
 from memories.filters import MetadataFilter
+from memories.history import history_list
 from memories.layers import LayerIdentifiers, parse_layer
-from memories.models import Memory, State
+from memories.models import Memory, MemoryHistory, State
 from memories.scoping import layer_queryset, resolve_identifiers
-from memory_project.errors import InvalidInput
-from tenants.context import TenantContext
+from memory_project.errors import InvalidInput, MemoryNotFound
+from tenants.context import TenantContext, tenant_scope
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
+#: Memories read per query (and per short transaction) while streaming an export.
+EXPORT_CHUNK_SIZE = 500
 
 
 @dataclass(frozen=True)
@@ -89,3 +94,58 @@ def memory_list(
     rows = list(page_qs.defer("embedding", "search_vector")[: limit + 1])
     next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
     return MemoryPage(memories=rows[:limit], next_cursor=next_cursor, total_count=scoped.count())
+
+
+def _parse_id(memory_id: Any) -> uuid.UUID | None:
+    try:
+        return memory_id if isinstance(memory_id, uuid.UUID) else uuid.UUID(str(memory_id))
+    except (ValueError, AttributeError):
+        return None
+
+
+def memory_history(ctx: TenantContext, *, memory_id: Any) -> list[MemoryHistory]:
+    """The history of a memory of the caller's tenant, oldest first.
+
+    Readable in every state, soft-deleted included; after a hard erase the rows remain with
+    their content blanked. A memory stored before history existed has an empty history.
+
+    Raises:
+        MemoryNotFound: neither a memory nor any history row with this id in the caller's
+            tenant (missing, malformed, or another tenant's id — the last is audited).
+    """
+    pk = _parse_id(memory_id)
+    if pk is not None:
+        rows = history_list(pk)
+        if rows or Memory.objects.filter(pk=pk).exists():
+            return rows
+        audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
+    raise MemoryNotFound(operation="memory.history", details={"id": str(memory_id)})
+
+
+def memory_export_chunks(ctx: TenantContext, *, include_deleted: bool = False,
+                         chunk_size: int | None = None) -> Iterator[list[Memory]]:
+    """Every memory of ``ctx``'s tenant in id order, as lists of up to ``chunk_size``
+    (default :data:`EXPORT_CHUNK_SIZE`); soft-deleted ones only with ``include_deleted``.
+
+    Each chunk is read by keyset pagination (``id > last``) in a short transaction of its own
+    inside :func:`tenants.context.tenant_scope`, and handed out after that scope is left: the
+    iterator can be consumed after the request's transaction and tenant scope have ended (a
+    streaming response) and never holds a transaction open while the client reads.
+    Embeddings and the search vector are not loaded.
+    """
+    size = chunk_size or EXPORT_CHUNK_SIZE
+    last: uuid.UUID | None = None
+    while True:
+        with tenant_scope(ctx):
+            qs = Memory.objects.all()
+            if not include_deleted:
+                qs = qs.exclude(state=State.DELETED)
+            if last is not None:
+                qs = qs.filter(id__gt=last)
+            chunk = list(qs.order_by("id").defer("embedding", "search_vector")[:size])
+        if not chunk:
+            return
+        yield chunk
+        if len(chunk) < size:
+            return
+        last = chunk[-1].pk

@@ -24,7 +24,14 @@ from tenants.context import TenantContext
 from tenants.models import Tenant
 from tenants.services import tenant_settings_update
 
-ALLOWED = {"search": {"defaultThreshold"}, "recall": {"scoreWeights", "recencyHalfLifeDays"}}
+ALLOWED = {
+    "search": {"defaultThreshold"},
+    "recall": {"scoreWeights", "recencyHalfLifeDays"},
+    "lifecycle": {"deletedRetentionDays", "importance", "decay", "consolidation", "pruning",
+                  "sessionCleanup", "promotionTargetLayer"},
+}
+SESSION_CLEANUP_KEYS = {"autoDelete", "retentionPeriod", "promoteImportant",
+                        "promotionThreshold"}
 
 
 def validate_settings_patch(patch: Any) -> dict[str, Any]:
@@ -58,6 +65,7 @@ def validate_settings_patch(patch: Any) -> dict[str, Any]:
             if not isinstance(scope, str) or not scope or len(scope) > 100:
                 raise InvalidInput("recall.scoreWeights keys must be scope names.")
             weights[scope] = validate_weights(value)
+    validate_lifecycle(patch.get("lifecycle", {}))
     half_life = recall.get("recencyHalfLifeDays")
     if half_life is not None and (
         isinstance(half_life, bool) or not isinstance(half_life, (int, float))
@@ -105,3 +113,48 @@ def weights_from_toml(text: str, *, scope: str | None = None) -> dict[str, dict[
     if not found:
         raise InvalidInput("No score_weights found (top level or [scopes.<name>]).")
     return found
+
+
+def validate_lifecycle(lifecycle: dict[str, Any]) -> None:
+    """Check the ``lifecycle`` section (shapes in ``memories.lifecycle_config`` and
+    ``memories.lifecycle``). A sub-section given replaces the stored one whole.
+
+    Raises:
+        InvalidInput: an unknown key or a value out of range, naming it.
+    """
+    from memories.lifecycle import VOLATILE_LAYERS, parse_period
+    from memories.lifecycle_config import CHECKS
+
+    for section, checks in CHECKS.items():
+        values = lifecycle.get(section)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise InvalidInput(f"lifecycle.{section} must be an object.")
+        for key, value in values.items():
+            if key not in checks or not checks[key](value):
+                raise InvalidInput(f"Invalid lifecycle.{section}.{key}: {value!r}.",
+                                   details={"allowed": sorted(checks)})
+    days = lifecycle.get("deletedRetentionDays")
+    if days is not None and (isinstance(days, bool) or not isinstance(days, (int, float))
+                             or not math.isfinite(days) or days <= 0):
+        raise InvalidInput("lifecycle.deletedRetentionDays must be a number > 0.")
+    cleanup = lifecycle.get("sessionCleanup")
+    if cleanup is not None:
+        if not isinstance(cleanup, dict) or set(cleanup) - SESSION_CLEANUP_KEYS:
+            raise InvalidInput("lifecycle.sessionCleanup accepts "
+                               f"{', '.join(sorted(SESSION_CLEANUP_KEYS))}.")
+        for key in ("autoDelete", "promoteImportant"):
+            if key in cleanup and not isinstance(cleanup[key], bool):
+                raise InvalidInput(f"lifecycle.sessionCleanup.{key} must be true or false.")
+        if "retentionPeriod" in cleanup:
+            parse_period(cleanup["retentionPeriod"])
+        threshold = cleanup.get("promotionThreshold")
+        if threshold is not None and (isinstance(threshold, bool)
+                                      or not isinstance(threshold, (int, float))
+                                      or not 0 <= threshold <= 1):
+            raise InvalidInput("lifecycle.sessionCleanup.promotionThreshold must be in [0, 1].")
+    target = lifecycle.get("promotionTargetLayer")
+    if target is not None and (target in VOLATILE_LAYERS or target not in {
+            "user", "project", "team", "org", "company"}):
+        raise InvalidInput("lifecycle.promotionTargetLayer must be a persistent layer.")

@@ -132,7 +132,7 @@ def test_it_refuses_deeply_nested_bodies(stored, depth: int) -> None:
     response = send(stored, "post", M, with_field()[:-1] + f', "metadata": {nested}}}')
     if depth == 200:  # deep but sane: stored as sent
         assert response.status_code == 201, response.content
-        stored.client.delete(f"{M}/{body(response)['memory']['id']}")
+        stored.client.delete(f"{M}/{body(response)['memory']['id']}?hard=true")
     else:
         assert_error(response, 400, "INVALID_INPUT")
     assert_error(send(stored, "post", M, "[" * depth + "]" * depth), 400, "INVALID_INPUT")
@@ -182,7 +182,7 @@ def test_it_takes_odd_numbers_in_filters_without_failing(stored, value: str, op:
 
 @pytest.mark.parametrize(
     ("method", "url"),
-    [("generic:FOO", M), ("put", f"{M}/{{id}}"), ("delete", M), ("get", f"{M}/bulk"),
+    [("generic:FOO", M), ("put", f"{M}/{{id}}"), ("put", M), ("get", f"{M}/bulk"),
      ("put", f"{M}/bulk-delete"), ("patch", "/api/v1/orgs/o1"), ("put", "/api/v1/orgs"),
      ("generic:PROPFIND", "/api/v1/projects")],
 )

@@ -15,12 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.http import HttpResponse
 from django.urls import URLPattern, URLResolver, get_resolver
 from uuid6 import uuid7
 
+from memories.models import Memory
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tenants.models import Tenant
+from tests import cross_tenant_governance as governance_cases
 from tests.helpers import snapshot
 
 pytestmark = pytest.mark.django_db
@@ -154,6 +157,63 @@ def get_capabilities(a, t):
     return a.client.get("/api/v1/capabilities")
 
 
+# --- lifecycle: history, restore, feedback, export, erasure ---------------------------------
+
+def streamed(response: Any) -> Any:
+    """A streaming response read to the end, as a plain response the harness can compare."""
+    if not getattr(response, "streaming", False):
+        return response
+    plain = HttpResponse(b"".join(response.streaming_content), status=response.status_code,
+                         content_type=response["Content-Type"])
+    return plain
+
+
+def own_memory_id(a: Any) -> str:
+    with tenant_scope(a.ctx):
+        return str(Memory.objects.order_by("id").values_list("id", flat=True).first())
+
+
+@case("memory-history", "get")
+def get_memory_history(a, t):
+    return a.client.get(f"{M}/{t['memory']}/history")
+
+
+@case("memory-restore", "post")
+def restore_memory(a, t):
+    return a.client.post(f"{M}/{t['memory']}/restore")
+
+
+@case("memory-feedback", "post")
+def feedback_for_anothers_memory(a, t):
+    return post(a.client, f"{M}/feedback", {"memoryIds": [t["memory"]], "reward": -1})
+
+
+@case("memory-feedback", "post")
+def feedback_for_own_and_anothers_memory(a, t):
+    return post(a.client, f"{M}/feedback", {"memoryIds": [own_memory_id(a), t["memory"]],
+                                            "reward": 1, "query": SECRET})
+
+
+@case("memory-export", "get")
+def export_memories(a, t):
+    return streamed(a.client.get("/api/v1/export"))
+
+
+@case("memory-export", "get")
+def export_memories_with_deleted(a, t):
+    return streamed(a.client.get("/api/v1/export", {"includeDeleted": "true"}))
+
+
+@case("memory-list", "delete")
+def erase_a_user_both_tenants_have(a, t):
+    return a.client.delete(f"{M}?userId=u1")
+
+
+@case("memory-list", "delete")
+def erase_anothers_project(a, t):
+    return a.client.delete(f"{M}?projectId={t['project']}")
+
+
 # --- hierarchy -----------------------------------------------------------------------------
 
 for _kind, _plural in (("org", "orgs"), ("team", "teams"), ("project", "projects")):
@@ -197,6 +257,7 @@ def create_project_with_a_taken_id(a, t):
                                                "teamId": "team-of-a"})
 
 
+governance_cases.register(case, post)
 ALL_CASES = [(route, fn) for route, fns in CASES.items() for fn in fns]
 
 
@@ -221,7 +282,7 @@ def populate_b(b: Any) -> Tokens:
     with tenant_scope(b.ctx):
         tenant_services.tenant_settings_update(b.ctx, patch={"search": {"defaultThreshold": 0.1}})
     return {"memory": str(memory.pk), "org": "org-of-b", "team": "team-of-b",
-            "project": "proj-of-b", "company": b.tenant.slug}
+            "project": "proj-of-b", "company": b.tenant.slug, **governance_cases.populate(b)}
 
 
 def normalised(response: Any, replace: Tokens) -> Any:
@@ -245,12 +306,13 @@ def normalised(response: Any, replace: Tokens) -> Any:
 def test_it_answers_a_foreign_object_like_a_missing_one(tenant_a, tenant_b, route, fn) -> None:
     populate_a(tenant_a)
     missing_tokens = {"memory": str(uuid7()), "org": "org-nobody", "team": "team-nobody",
-                      "project": "proj-nobody", "company": "company-nobody"}
+                      "project": "proj-nobody", "company": "company-nobody",
+                      **governance_cases.MISSING}
     missing = fn(tenant_a, missing_tokens)
 
     tokens = populate_b(tenant_b)
     before_b = snapshot(tenant_b)
-    assert len(before_b) == 7
+    assert len(before_b) == 8
     settings_b = Tenant.objects.get(pk=tenant_b.tenant.pk).settings
     foreign = fn(tenant_a, tokens)
 
@@ -281,6 +343,19 @@ def test_it_sees_foreign_objects_only_when_they_are_its_own(tenant_a, tenant_b) 
     recalled = post(c, f"{M}/recall", {"topic": SECRET, "identifiers": {"userId": "u1"}})
     assert SECRET in [r["memory"]["content"] for r in recalled.json()["results"]]
     assert c.get("/api/v1/settings").json()["search"]["defaultThreshold"] == 0.1
+
+
+def test_it_reaches_its_own_objects_through_the_lifecycle_routes(tenant_a, tenant_b) -> None:
+    """The lifecycle cases above are not vacuous either: B reaches its own data with them."""
+    tokens = populate_b(tenant_b)
+    b = tenant_b
+    assert b.client.get(f"{M}/{tokens['memory']}/history").json()["history"][0]["action"] \
+        == "add"
+    assert post(b.client, f"{M}/feedback", {"memoryIds": [tokens["memory"]],
+                                            "reward": -1}).status_code == 200
+    assert b.client.post(f"{M}/{tokens['memory']}/restore").json()["restored"] is False
+    assert SECRET in streamed(b.client.get("/api/v1/export")).content.decode()
+    assert b.client.delete(f"{M}?userId=u1").json() == {"erased": 2}  # user + session memory
 
 
 @pytest.mark.parametrize("method", ["options", "head"])

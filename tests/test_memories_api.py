@@ -191,9 +191,10 @@ def test_it_deletes_idempotently(tenant_a) -> None:
         response = tenant_a.client.delete(f"{URL}/{memory_id}")
         assert response.status_code == 200
         assert body(response) == {"success": True}
-    assert memory_row(tenant_a, memory["id"]) is None
+    row = memory_row(tenant_a, memory["id"])  # soft delete: kept, hidden, restorable
+    assert (row["state"], row["deleted_at"] is not None) == ("deleted", True)
     assert_error(get(tenant_a, memory["id"]), 404, "MEMORY_NOT_FOUND")
-    assert memory_row(tenant_a, keep["id"]) is not None
+    assert memory_row(tenant_a, keep["id"])["state"] == "active"
 
 
 # --- bulk -------------------------------------------------------------------------------
@@ -261,7 +262,7 @@ def test_it_bulk_deletes_and_reports_malformed_ids(tenant_a) -> None:
     response = tenant_a.client.post(f"{URL}/bulk-delete", payload, format="json")
     assert response.status_code == 200
     assert body(response) == {"deleted": 2, "failed": ["junk"]}
-    assert [memory_row(tenant_a, i) is None for i in ids] == [True, True, False]
+    assert [memory_row(tenant_a, i)["state"] for i in ids] == ["deleted", "deleted", "active"]
     assert memory_row(tenant_a, keep.pk) is not None
     assert_error(tenant_a.client.post(f"{URL}/bulk-delete", {"ids": []}, format="json"),
                  400, "INVALID_INPUT")

@@ -389,3 +389,20 @@ def test_reviews_are_per_tenant(tenant_a, tenant_b) -> None:
     assert_error(foreign, 404, "NOT_FOUND")
     assert body(foreign) == body(missing)
     assert reviews(tenant_a)[0]["status"] == "pending"
+
+
+def test_it_scrubs_the_review_preview_when_the_memory_is_erased(tenant_a) -> None:
+    from governance.models import ReviewItem
+
+    memory = tenant_a.add("Call me at 123-456-7890", "session",
+                          identifiers={"userId": "u1", "sessionId": "s-erase"},
+                          importance=0.9, sensitive=True)
+    closed = tenant_a.client.post("/api/v1/sessions/s-erase/close",
+                                  {"identifiers": {"userId": "u1"}}, format="json")
+    assert closed.json()["blocked"] == [str(memory.pk)]
+    with tenant_scope(tenant_a.ctx):
+        assert ReviewItem.objects.get(memory_id=memory.pk).preview == "Call me at [REDACTED_PHONE]"
+    assert tenant_a.client.delete(f"/api/v1/memories/{memory.pk}?hard=true").status_code == 200
+    with tenant_scope(tenant_a.ctx):
+        item = ReviewItem.objects.get(memory_id=memory.pk)
+    assert (item.preview, item.details) == ("", {"erased": True})

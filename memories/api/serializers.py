@@ -7,8 +7,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from memories.confidence import memory_confidence
 from memories.layers import Layer, LayerIdentifiers
-from memories.models import Kind, Memory
+from memories.models import Kind, Memory, MemoryHistory
 from memories.services import MemoryInput
 from memory_project.errors import InvalidInput
 from memory_project.validation import StrictCharField, no_nul
@@ -85,11 +86,23 @@ class BulkAddSerializer(serializers.Serializer):
 
 
 class BulkDeleteSerializer(serializers.Serializer):
-    """Body of ``POST /api/v1/memories/bulk-delete``: ``{"ids": [str, ...]}``."""
+    """Body of ``POST /api/v1/memories/bulk-delete``: ``{"ids": [str, ...], "hard"?: bool}``;
+    soft delete unless ``hard`` is true (erase now)."""
 
     ids = serializers.ListField(
         child=serializers.CharField(max_length=64), allow_empty=False, max_length=1000
     )
+    hard = serializers.BooleanField(required=False, default=False)
+
+
+class FeedbackSerializer(serializers.Serializer):
+    """Body of ``POST /api/v1/memories/feedback`` (seed 001 "Memory-R1 Pruning"):
+    ``{"memoryIds": [str, ...], "reward": number in [-1, 1], "query"?: str}``. Only the
+    shape is checked here; ``memories.services.validate_feedback`` checks the values."""
+
+    memoryIds = serializers.JSONField()
+    reward = serializers.JSONField()
+    query = serializers.JSONField(required=False, default=None)
 
 
 class MemoryUpdateSerializer(serializers.Serializer):
@@ -144,16 +157,41 @@ class MemorySerializer(serializers.ModelSerializer):
     contentHash = serializers.CharField(source="content_hash")
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
+    baseImportance = serializers.SerializerMethodField()
+    effectiveConfidence = serializers.SerializerMethodField()
+    confidenceState = serializers.SerializerMethodField()
+    prunedAt = serializers.DateTimeField(source="pruned_at")
+    restoredAt = serializers.DateTimeField(source="restored_at")
+    feedbackCount = serializers.IntegerField(source="feedback_count")
+    meanReward = serializers.SerializerMethodField()
 
     class Meta:
         model = Memory
         fields = [
             "id", "content", "layer", "identifiers", "metadata", "context", "kind", "scope",
-            "importance", "confidence", "decayRate", "lastConfirmedAt", "referenceCount",
+            "importance", "baseImportance", "confidence", "effectiveConfidence",
+            "confidenceState", "decayRate", "lastConfirmedAt", "referenceCount",
             "lastReferencedAt", "accessCount", "lastAccessedAt", "sensitive", "private",
-            "state", "deletedAt", "contentHash", "version", "createdAt", "updatedAt",
+            "state", "deletedAt", "prunedAt", "restoredAt", "feedbackCount", "meanReward",
+            "contentHash", "version", "createdAt", "updatedAt",
         ]
         read_only_fields = fields
+
+    def get_baseImportance(self, memory: Memory) -> float:
+        """The importance the writer gave (``importance`` moves with use)."""
+        return memory.importance if memory.base_importance is None else memory.base_importance
+
+    def get_effectiveConfidence(self, memory: Memory) -> float:
+        """Seed 002: confidence × exp(−decay_rate × days since last confirmed)."""
+        return memory_confidence(memory)[0]
+
+    def get_confidenceState(self, memory: Memory) -> str:
+        """``active`` (≥ 0.5), ``fading`` (≥ 0.2) or ``expired`` (< 0.2)."""
+        return memory_confidence(memory)[1]
+
+    def get_meanReward(self, memory: Memory) -> float | None:
+        """Mean feedback reward since creation or the last restore; ``null`` without any."""
+        return memory.reward_sum / memory.feedback_count if memory.feedback_count else None
 
 
 class MemoryWithEmbeddingSerializer(MemorySerializer):
@@ -167,3 +205,22 @@ class MemoryWithEmbeddingSerializer(MemorySerializer):
 
     def get_embedding(self, memory: Memory) -> list[float]:
         return [float(x) for x in memory.embedding]
+
+
+class MemoryHistorySerializer(serializers.ModelSerializer):
+    """One history row; after an erasure the four content fields are ``null`` and
+    ``erasedAt`` is set."""
+
+    memoryId = serializers.UUIDField(source="memory_id")
+    oldContent = serializers.CharField(source="old_content", allow_null=True)
+    newContent = serializers.CharField(source="new_content", allow_null=True)
+    oldMetadata = serializers.JSONField(source="old_metadata", allow_null=True)
+    newMetadata = serializers.JSONField(source="new_metadata", allow_null=True)
+    erasedAt = serializers.DateTimeField(source="erased_at", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = MemoryHistory
+        fields = ["id", "memoryId", "action", "oldContent", "newContent", "oldMetadata",
+                  "newMetadata", "actor", "details", "erasedAt", "createdAt"]
+        read_only_fields = fields

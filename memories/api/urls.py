@@ -4,12 +4,25 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from memories.api.settings_views import TenantSettingsView
-from memories.api.views import CapabilitiesView, MemoryViewSet
+from memories.api.views import CapabilitiesView, ExportView, MemoryViewSet
 
-router = SimpleRouter(trailing_slash=False)
+
+class MemoryRouter(SimpleRouter):
+    """SimpleRouter whose list route also maps ``DELETE`` to the viewset's ``erase`` action
+    (``DELETE /api/v1/memories?userId=...``: erasure by identifier)."""
+
+    routes = [
+        SimpleRouter.routes[0]._replace(
+            mapping={**SimpleRouter.routes[0].mapping, "delete": "erase"}),
+        *SimpleRouter.routes[1:],
+    ]
+
+
+router = MemoryRouter(trailing_slash=False)
 router.register("memories", MemoryViewSet, basename="memory")
 urlpatterns = [
     path("settings", TenantSettingsView.as_view(), name="tenant-settings"),
     path("capabilities", CapabilitiesView.as_view(), name="capabilities"),
+    path("export", ExportView.as_view(), name="memory-export"),
     *router.urls,
 ]

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.encoders import JSONEncoder
 from rest_framework.views import APIView
 
+from governance.services import audit_record
 from memories import selectors, services
 from memories.api.search_serializers import (
     RecallRequestSerializer,
@@ -21,6 +26,8 @@ from memories.api.search_serializers import (
 from memories.api.serializers import (
     BulkAddSerializer,
     BulkDeleteSerializer,
+    FeedbackSerializer,
+    MemoryHistorySerializer,
     MemorySerializer,
     MemoryUpdateSerializer,
     MemoryWithEmbeddingSerializer,
@@ -33,9 +40,9 @@ from memories.models import Memory, State
 from memories.provider import get_provider
 from memories.recall import memory_recall
 from memories.search import memory_search
-from memory_project.errors import InvalidInput, MemoryNotFound
+from memory_project.errors import InvalidInput, MemoryNotFound, Unauthorized
 from tenants.api.mixins import TenantScopedViewSetMixin
-from tenants.context import require_context
+from tenants.context import TenantContext, require_context
 
 
 def _memory_queryset() -> Any:
@@ -50,6 +57,43 @@ def _int_param(request: Request, name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise InvalidInput(f"{name} must be an integer.") from None
+
+
+def _bool_param(request: Request, name: str, default: bool = False) -> bool:
+    """A boolean query parameter: ``true``/``1`` or ``false``/``0``.
+
+    Raises:
+        InvalidInput: any other value.
+    """
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if raw.lower() in ("true", "1"):
+        return True
+    if raw.lower() in ("false", "0"):
+        return False
+    raise InvalidInput(f"{name} must be true or false.", details={"parameter": name})
+
+
+def _only_params(request: Request, allowed: set[str]) -> None:
+    """Refuse query parameters other than ``allowed`` (400 ``INVALID_INPUT``)."""
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise InvalidInput(f"Unknown parameter(s): {', '.join(unknown)}.",
+                           details={"allowed": sorted(allowed)})
+
+
+def _require_admin() -> TenantContext:
+    """The caller's context when its API key has the ``admin`` role (tenant-wide data
+    operations: export, erasure by identifier).
+
+    Raises:
+        Unauthorized: 403 otherwise.
+    """
+    ctx = require_context()
+    if "admin" not in ctx.roles:
+        raise Unauthorized("This needs an API key with the admin role.")
+    return ctx
 
 
 def _if_match(request: Request) -> int | None:
@@ -86,7 +130,8 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         "create": "memory.add", "bulk": "memory.bulk_add", "retrieve": "memory.get",
         "partial_update": "memory.update", "destroy": "memory.delete",
         "bulk_delete": "memory.bulk_delete", "list": "memory.list",
-        "search": "memory.search", "recall": "memory.recall",
+        "search": "memory.search", "recall": "memory.recall", "restore": "memory.restore",
+        "history": "memory.history", "feedback": "memory.feedback", "erase": "memory.erase",
     }
 
     @extend_schema(
@@ -167,23 +212,87 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         response["ETag"] = f'"{result.memory.version}"'
         return response
 
-    @extend_schema(responses={200: inline_serializer("DeleteMemoryOutput", {
-        "success": serializers.BooleanField()})})
+    @extend_schema(
+        parameters=[OpenApiParameter("hard", bool, description="erase now (default: soft)")],
+        responses={200: inline_serializer("DeleteMemoryOutput", {
+            "success": serializers.BooleanField()})},
+    )
     def destroy(self, request: Request, pk: str) -> Response:
-        """Delete a memory. Idempotent: a missing (or another tenant's) id also succeeds."""
-        return Response({"success": services.memory_delete(require_context(), memory_id=pk)})
+        """Delete a memory: soft by default (restorable, purged after the tenant's retention);
+        ``?hard=true`` erases it and blanks its history content now. Idempotent: a missing
+        (or another tenant's) id also succeeds."""
+        _only_params(request, {"hard"})
+        hard = _bool_param(request, "hard")
+        return Response({"success": services.memory_delete(require_context(), memory_id=pk,
+                                                           hard=hard)})
 
     @extend_schema(request=BulkDeleteSerializer, responses={200: inline_serializer(
         "BulkDeleteOutput", {"deleted": serializers.IntegerField(),
                              "failed": serializers.ListField(child=serializers.CharField())})})
     @action(detail=False, methods=["post"], url_path="bulk-delete")
     def bulk_delete(self, request: Request) -> Response:
-        """Delete many memories: ``{"deleted": n, "failed": [malformed ids]}``."""
+        """Delete many memories (soft unless ``"hard": true``):
+        ``{"deleted": n, "failed": [malformed ids]}``."""
         body = BulkDeleteSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(
-            services.memory_bulk_delete(require_context(), memory_ids=body.validated_data["ids"])
-        )
+        return Response(services.memory_bulk_delete(
+            require_context(), memory_ids=body.validated_data["ids"],
+            hard=body.validated_data["hard"]))
+
+    @extend_schema(
+        operation_id="v1_memories_erase",
+        parameters=[OpenApiParameter(name, str, required=False) for name in
+                    services.ERASE_IDENTIFIERS],
+        responses={200: inline_serializer("EraseOutput", {"erased": serializers.IntegerField()})},
+    )
+    def erase(self, request: Request) -> Response:
+        """``DELETE /api/v1/memories?userId=...`` (or agentId, sessionId, projectId; several
+        must all match): erase every memory of that identifier in the caller's tenant, in any
+        layer and state, with its history content (a data-subject request). Needs the admin
+        role; audited. ``{"erased": n}``; no identifier → 400."""
+        ctx = _require_admin()
+        identifiers: dict[str, str] = {}
+        for name in request.query_params:
+            values = request.query_params.getlist(name)
+            if len(values) != 1:
+                raise InvalidInput(f"{name} must be given once.", operation="memory.erase")
+            identifiers[name] = values[0]
+        return Response({"erased": services.memory_erase_by_identifiers(
+            ctx, identifiers=identifiers)})
+
+    @extend_schema(request=None, responses={200: inline_serializer("RestoreOutput", {
+        "memory": MemorySerializer(), "restored": serializers.BooleanField()})})
+    @action(detail=True, methods=["post"])
+    def restore(self, request: Request, pk: str) -> Response:
+        """Restore a soft-deleted, archived (decayed or merged) or pruned memory;
+        ``restored`` is false when it was active already. 404 when it does not exist (also
+        when erased)."""
+        memory, restored = services.memory_restore(require_context(), memory_id=pk)
+        return Response({"memory": _memory(memory, request), "restored": restored})
+
+    @extend_schema(responses={200: inline_serializer("HistoryOutput", {
+        "history": MemoryHistorySerializer(many=True)})})
+    @action(detail=True, methods=["get"])
+    def history(self, request: Request, pk: str) -> Response:
+        """The memory's changes, oldest first; readable after a soft delete, content blanked
+        after an erasure. Another tenant's id answers like a missing one (404)."""
+        rows = selectors.memory_history(require_context(), memory_id=pk)
+        return Response({"history": MemoryHistorySerializer(rows, many=True).data})
+
+    @extend_schema(request=FeedbackSerializer, responses={200: dict})
+    @action(detail=False, methods=["post"])
+    def feedback(self, request: Request) -> Response:
+        """Reward memories for a task outcome (seed 001 "Memory-R1 Pruning"): one reward in
+        [-1, 1] for every listed memory. All or nothing: an unknown or foreign id → 404
+        ``MEMORY_NOT_FOUND`` without saying which; answers ``{"recorded": n, "memories":
+        [{"id", "feedbackCount", "meanReward"}]}``."""
+        body = FeedbackSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        result = services.memory_feedback_record(
+            require_context(), memory_ids=data["memoryIds"], reward=data["reward"],
+            query=data.get("query"))
+        return Response(result.as_dict())
 
     @extend_schema(
         parameters=[
@@ -273,3 +382,40 @@ class CapabilitiesView(APIView):
         provider = get_provider()
         return Response({"provider": provider.name, "version": provider.version,
                          **provider.capabilities()})
+
+
+class ExportView(APIView):
+    """``GET /api/v1/export``: every memory of the caller's tenant as JSON lines.
+
+    ``application/x-ndjson``, one memory per line in the shape of ``MemorySerializer``, in id
+    (creation) order; soft-deleted memories only with ``?includeDeleted=true``. Streamed: the
+    rows are read in chunks, each in a short transaction of its own inside the tenant's
+    scope (:func:`memories.selectors.memory_export_chunks`), because the generator runs after
+    the request's transaction and scope have ended. Needs the admin role; audited.
+    """
+
+    operation_name = {"get": "memory.export"}
+
+    @extend_schema(
+        parameters=[OpenApiParameter("includeDeleted", bool,
+                                     description="also soft-deleted memories")],
+        responses={(200, "application/x-ndjson"): MemorySerializer(many=True)},
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        ctx = _require_admin()
+        _only_params(request, {"includeDeleted"})
+        include_deleted = _bool_param(request, "includeDeleted")
+        audit_record(ctx, action="memory_export", target_type="tenant", target_id=ctx.tenant_id,
+                     details={"includeDeleted": include_deleted})
+        response = StreamingHttpResponse(_ndjson(ctx, include_deleted),
+                                         content_type="application/x-ndjson")
+        response["Content-Disposition"] = 'attachment; filename="memories.ndjson"'
+        return response
+
+
+def _ndjson(ctx: TenantContext, include_deleted: bool) -> Iterator[bytes]:
+    for chunk in selectors.memory_export_chunks(ctx, include_deleted=include_deleted):
+        yield b"".join(
+            json.dumps(MemorySerializer(m).data, cls=JSONEncoder, ensure_ascii=False)
+            .encode() + b"\n" for m in chunk
+        )
