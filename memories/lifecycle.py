@@ -230,7 +230,7 @@ def sessions_cleanup(ctx: TenantContext) -> dict[str, int]:
     Returns:
         ``{"closed": n, "promoted": n, "blocked": n, "deleted": n}``.
     """
-    from memories.services import memory_bulk_delete
+    from memories.deletion import memory_bulk_delete
 
     cleanup = lifecycle_settings(ctx)["sessionCleanup"]
     cutoff = timezone.now() - parse_period(cleanup.get("retentionPeriod") or "7d")

@@ -21,11 +21,12 @@ from django.db.models.expressions import ExpressionWrapper, RawSQL
 from django.utils import timezone
 
 from governance.services import audit_record
+from memories.deletion import memories_erase
 from memories.embeddings import content_hash, embed_texts
 from memories.history import history_record, history_row
 from memories.lifecycle_config import deleted_retention_days, lifecycle_section
 from memories.models import HistoryAction, Memory, State
-from memories.services import MAX_METADATA_BYTES, memories_erase
+from memories.services import MAX_METADATA_BYTES
 from tenants.context import TenantContext, tenant_scope
 
 #: At most this many ids are listed in one audit entry (the count is always complete).
@@ -96,7 +97,7 @@ def decay_run(ctx: TenantContext) -> dict[str, int]:
 def purge_deleted(ctx: TenantContext) -> dict[str, int]:
     """Erase soft-deleted memories whose ``deleted_at`` is older than the tenant's retention
     (``lifecycle.deletedRetentionDays``, default 30): the rows go and their history content
-    is blanked (:func:`memories.services.memories_erase`, reason ``"purge"``).
+    is blanked (:func:`memories.deletion.memories_erase`, reason ``"purge"``).
 
     Returns:
         ``{"purged": n}``.

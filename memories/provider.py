@@ -15,7 +15,7 @@ import numpy as np
 from django.core.cache import cache
 from django.db import connection
 
-from memories import selectors, services
+from memories import access, deletion, selectors, services
 from memories.embeddings import embed_texts, get_embedder
 from memories.filters import MetadataFilter
 from memories.layers import LayerIdentifiers
@@ -132,7 +132,7 @@ class PostgresMemoryProvider(MemoryProvider):
     def search(self, ctx: TenantContext, request: SearchRequest) -> SearchResult:
         with tenant_scope(ctx):
             found = memory_search(ctx, request)
-            services.memory_references_record(
+            access.memory_references_record(
                 ctx, memory_ids=[c.memory.pk for c in found.results]
             )
             return found
@@ -141,7 +141,7 @@ class PostgresMemoryProvider(MemoryProvider):
         with tenant_scope(ctx):
             memory = selectors.memory_get(ctx, memory_id=memory_id)
             if memory is not None:
-                services.memory_references_record(ctx, memory_ids=[memory.pk])
+                access.memory_references_record(ctx, memory_ids=[memory.pk])
             return memory
 
     def update(self, ctx: TenantContext, memory_id: Any, *, content: str | None = None,
@@ -152,11 +152,11 @@ class PostgresMemoryProvider(MemoryProvider):
 
     def delete(self, ctx: TenantContext, memory_id: Any) -> bool:
         with tenant_scope(ctx):
-            return services.memory_delete(ctx, memory_id=memory_id)
+            return deletion.memory_delete(ctx, memory_id=memory_id)
 
     def bulk_delete(self, ctx: TenantContext, memory_ids: list[Any]) -> dict[str, Any]:
         with tenant_scope(ctx):
-            return services.memory_bulk_delete(ctx, memory_ids=memory_ids)
+            return deletion.memory_bulk_delete(ctx, memory_ids=memory_ids)
 
     def list(self, ctx: TenantContext, *, layer: str, identifiers: LayerIdentifiers,
              cursor: str | None = None, limit: int = 50,

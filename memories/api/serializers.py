@@ -98,7 +98,7 @@ class BulkDeleteSerializer(serializers.Serializer):
 class FeedbackSerializer(serializers.Serializer):
     """Body of ``POST /api/v1/memories/feedback`` (seed 001 "Memory-R1 Pruning"):
     ``{"memoryIds": [str, ...], "reward": number in [-1, 1], "query"?: str}``. Only the
-    shape is checked here; ``memories.services.validate_feedback`` checks the values."""
+    shape is checked here; ``memories.feedback.validate_feedback`` checks the values."""
 
     memoryIds = serializers.JSONField()
     reward = serializers.JSONField()

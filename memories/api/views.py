@@ -16,7 +16,7 @@ from rest_framework.utils.encoders import JSONEncoder
 from rest_framework.views import APIView
 
 from governance.services import audit_record
-from memories import selectors, services
+from memories import access, deletion, feedback, selectors, services
 from memories.api.search_serializers import (
     RecallRequestSerializer,
     SearchRequestSerializer,
@@ -181,7 +181,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
     def retrieve(self, request: Request, pk: str) -> Response:
         """Get one memory; another tenant's id answers exactly like a missing one (404)."""
         memory = self.get_object()
-        services.memory_references_record(require_context(), memory_ids=[memory.pk])
+        access.memory_references_record(require_context(), memory_ids=[memory.pk])
         memory.refresh_from_db()
         response = Response({"memory": _memory(memory, request)})
         response["ETag"] = f'"{memory.version}"'
@@ -223,7 +223,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         (or another tenant's) id also succeeds."""
         _only_params(request, {"hard"})
         hard = _bool_param(request, "hard")
-        return Response({"success": services.memory_delete(require_context(), memory_id=pk,
+        return Response({"success": deletion.memory_delete(require_context(), memory_id=pk,
                                                            hard=hard)})
 
     @extend_schema(request=BulkDeleteSerializer, responses={200: inline_serializer(
@@ -235,14 +235,14 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         ``{"deleted": n, "failed": [malformed ids]}``."""
         body = BulkDeleteSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(services.memory_bulk_delete(
+        return Response(deletion.memory_bulk_delete(
             require_context(), memory_ids=body.validated_data["ids"],
             hard=body.validated_data["hard"]))
 
     @extend_schema(
         operation_id="v1_memories_erase",
         parameters=[OpenApiParameter(name, str, required=False) for name in
-                    services.ERASE_IDENTIFIERS],
+                    deletion.ERASE_IDENTIFIERS],
         responses={200: inline_serializer("EraseOutput", {"erased": serializers.IntegerField()})},
     )
     def erase(self, request: Request) -> Response:
@@ -257,7 +257,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
             if len(values) != 1:
                 raise InvalidInput(f"{name} must be given once.", operation="memory.erase")
             identifiers[name] = values[0]
-        return Response({"erased": services.memory_erase_by_identifiers(
+        return Response({"erased": deletion.memory_erase_by_identifiers(
             ctx, identifiers=identifiers)})
 
     @extend_schema(request=None, responses={200: inline_serializer("RestoreOutput", {
@@ -267,7 +267,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         """Restore a soft-deleted, archived (decayed or merged) or pruned memory;
         ``restored`` is false when it was active already. 404 when it does not exist (also
         when erased)."""
-        memory, restored = services.memory_restore(require_context(), memory_id=pk)
+        memory, restored = deletion.memory_restore(require_context(), memory_id=pk)
         return Response({"memory": _memory(memory, request), "restored": restored})
 
     @extend_schema(responses={200: inline_serializer("HistoryOutput", {
@@ -289,7 +289,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         body = FeedbackSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        result = services.memory_feedback_record(
+        result = feedback.memory_feedback_record(
             require_context(), memory_ids=data["memoryIds"], reward=data["reward"],
             query=data.get("query"))
         return Response(result.as_dict())
@@ -347,7 +347,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         ctx = require_context()
         found = memory_search(ctx, body.to_request())
-        services.memory_references_record(ctx, memory_ids=[c.memory.pk for c in found.results])
+        access.memory_references_record(ctx, memory_ids=[c.memory.pk for c in found.results])
         response = Response({
             "results": [search_result(c) for c in found.results],
             "totalCount": found.total_count,
@@ -367,7 +367,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         ctx = require_context()
         recalled = memory_recall(ctx, body.to_request())
-        services.memory_references_record(
+        access.memory_references_record(
             ctx, memory_ids=[r.candidate.memory.pk for r in recalled]
         )
         return Response({"results": [recall_result(r) for r in recalled]})

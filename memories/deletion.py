@@ -1,0 +1,222 @@
+"""Deleting memories: soft delete (the default), hard erasure (right to erasure), erasure by
+identifier for data-subject requests, and restore."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from governance.services import audit_cross_tenant_probe, audit_record
+from memories.history import history_erase, history_record, history_row
+from memories.models import HistoryAction, Memory, State
+from memories.services import parse_memory_id
+from memory_project.errors import (
+    InvalidInput,
+    MemoryNotFound,
+)
+from memory_project.validation import unstorable_text
+from tenants.context import TenantContext
+
+# --- delete, erase, restore -------------------------------------------------------------------
+
+def memories_erase(ctx: TenantContext, *, memory_ids: list[uuid.UUID], reason: str) -> int:
+    """Erase memories for good (right to erasure): the rows go (their feedback with them) and
+    the content and metadata in their history are blanked, leaving one ``erase`` row each.
+
+    Must run inside a transaction (the callers are atomic). Ids that match nothing in the
+    active tenant are ignored.
+
+    Returns:
+        The number of memories erased.
+    """
+    ids = list(Memory.objects.select_for_update().filter(pk__in=memory_ids).order_by("pk")
+               .values_list("pk", flat=True))
+    if not ids:
+        return 0
+    history_erase(ctx, ids, reason=reason)
+    Memory.objects.filter(pk__in=ids).delete()
+    return len(ids)
+
+
+def _soft_delete(ctx: TenantContext, memories: list[Memory]) -> int:
+    """Mark memories deleted (``state``, ``deleted_at``, ``version`` + 1) with a ``delete``
+    history row each (the content and metadata that were deleted)."""
+    if not memories:
+        return 0
+    now = timezone.now()
+    Memory.objects.filter(pk__in=[m.pk for m in memories]).update(
+        state=State.DELETED, deleted_at=now, version=F("version") + 1, updated_at=now)
+    history_record(
+        history_row(ctx, m.pk, HistoryAction.DELETE, old_content=m.content,
+                    old_metadata=m.metadata, details={"previousState": m.state})
+        for m in memories
+    )
+    return len(memories)
+
+
+@transaction.atomic
+def memory_delete(ctx: TenantContext, *, memory_id: Any, hard: bool = False) -> bool:
+    """Delete a memory (seed 001 "Delete Memory"); idempotent, always ``True``.
+
+    Soft by default: ``state`` becomes ``deleted`` with ``deleted_at`` (hidden from every
+    read; :func:`memory_restore` brings it back; purged after the tenant's retention).
+    ``hard`` erases it now (:func:`memories_erase`, audited as ``memory_erased``), also when
+    it was soft-deleted before. A missing id, a malformed id and another tenant's id all
+    succeed without effect (the foreign one is audited as a probe).
+    """
+    pk = parse_memory_id(memory_id)
+    if pk is None:
+        return True
+    if hard:
+        if memories_erase(ctx, memory_ids=[pk], reason="delete"):
+            audit_record(ctx, action="memory_erased", target_type="memory", target_id=pk,
+                         details={"reason": "delete"})
+        else:
+            audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
+        return True
+    memory = Memory.objects.select_for_update().filter(pk=pk).first()
+    if memory is None:
+        audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
+    elif memory.state != State.DELETED:
+        _soft_delete(ctx, [memory])
+    return True
+
+
+@transaction.atomic
+def memory_bulk_delete(ctx: TenantContext, *, memory_ids: list[Any],
+                       hard: bool = False) -> dict[str, Any]:
+    """Delete many memories (seed 001 ``bulkDelete``), soft unless ``hard`` (see
+    :func:`memory_delete`); one transaction.
+
+    Returns:
+        ``{"deleted": int, "failed": [str]}``: ``deleted`` counts memories this call deleted
+        (soft: those not deleted before; hard: those erased); ``failed`` lists ids that are
+        not valid memory ids. Ids that match nothing (missing or another tenant's) are
+        neither: deletion is idempotent.
+    """
+    valid: list[uuid.UUID] = []
+    failed: list[str] = []
+    for raw in memory_ids:
+        pk = parse_memory_id(raw)
+        if pk is None:
+            failed.append(str(raw))
+        elif pk not in valid:
+            valid.append(pk)
+    if not valid:
+        return {"deleted": 0, "failed": failed}
+    if hard:
+        erased = memories_erase(ctx, memory_ids=valid, reason="delete")
+        if erased:
+            audit_record(ctx, action="memories_erased", target_type="memory",
+                         details={"reason": "bulk_delete", "count": erased})
+        return {"deleted": erased, "failed": failed}
+    memories = list(Memory.objects.select_for_update().filter(pk__in=valid)
+                    .exclude(state=State.DELETED).order_by("pk")
+                    .only("pk", "content", "metadata", "state"))
+    return {"deleted": _soft_delete(ctx, memories), "failed": failed}
+
+
+#: Identifiers a data-subject erasure may name (camelCase → column).
+ERASE_IDENTIFIERS: dict[str, str] = {
+    "userId": "user_id", "agentId": "agent_id", "sessionId": "session_id",
+    "projectId": "project_id",
+}
+
+
+def validate_erase_identifiers(identifiers: Any) -> dict[str, str]:
+    """Check the identifiers of an erasure: at least one of ``userId``, ``agentId``,
+    ``sessionId``, ``projectId``; non-empty strings of at most 255 characters, storable.
+
+    Raises:
+        InvalidInput: none given, an unknown name, or a bad value (400).
+    """
+    operation = "memory.erase"
+    if not isinstance(identifiers, dict) or not identifiers:
+        raise InvalidInput("Name whose memories to erase: userId, agentId, sessionId or "
+                           "projectId.", operation=operation,
+                           details={"allowed": sorted(ERASE_IDENTIFIERS)})
+    unknown = sorted(set(identifiers) - set(ERASE_IDENTIFIERS))
+    if unknown:
+        raise InvalidInput(f"Unknown parameter(s): {', '.join(unknown)}.", operation=operation,
+                           details={"allowed": sorted(ERASE_IDENTIFIERS)})
+    for name, value in identifiers.items():
+        if (not isinstance(value, str) or not value.strip() or len(value) > 255
+                or unstorable_text(value)):
+            raise InvalidInput(f"{name} must be a non-empty identifier of at most 255 "
+                               "characters.", operation=operation)
+    return dict(identifiers)
+
+
+@transaction.atomic
+def memory_erase_by_identifiers(ctx: TenantContext, *, identifiers: Any) -> int:
+    """Erase every memory of the caller's tenant that carries all of ``identifiers`` (a
+    data-subject request: e.g. ``{"userId": "u1"}``), in any layer and any state, history
+    content included (:func:`memories_erase`). Audited as ``memory_erase_request``.
+
+    Returns:
+        The number of memories erased (0 is a valid answer).
+
+    Raises:
+        InvalidInput: see :func:`validate_erase_identifiers`.
+    """
+    checked = validate_erase_identifiers(identifiers)
+    columns = {ERASE_IDENTIFIERS[k]: v for k, v in checked.items()}
+    ids = list(Memory.objects.filter(**columns).values_list("pk", flat=True))
+    erased = memories_erase(ctx, memory_ids=ids, reason="identifier") if ids else 0
+    audit_record(ctx, action="memory_erase_request", target_type="identifier",
+                 details={"identifiers": checked, "erased": erased})
+    return erased
+
+
+def memory_restore(ctx: TenantContext, *, memory_id: Any) -> tuple[Memory, bool]:
+    """Bring back a soft-deleted, archived (decayed or merged away) or pruned memory.
+
+    The memory becomes active and searchable: ``deleted_at`` and ``pruned_at`` are cleared,
+    ``metadata.mergedInto`` is dropped, the running reward starts afresh, ``restored_at`` is
+    set (decay counts from it, and consolidation leaves a restored memory alone), and a
+    ``restore`` history row is written. Restoring an active memory changes nothing.
+
+    Returns:
+        ``(memory, restored)``; ``restored`` is ``False`` when there was nothing to restore.
+
+    Raises:
+        MemoryNotFound: no such memory in this tenant (erased, missing, malformed or another
+            tenant's id; the last is audited).
+    """
+    pk = parse_memory_id(memory_id)
+    with transaction.atomic():
+        memory = Memory.objects.select_for_update().filter(pk=pk).first() if pk else None
+        if memory is not None:
+            return _restore(ctx, memory)
+    if pk is not None:  # outside the atomic block, so that the audit entry stays
+        audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
+    raise MemoryNotFound(operation="memory.restore", details={"id": str(memory_id)})
+
+
+def _restore(ctx: TenantContext, memory: Memory) -> tuple[Memory, bool]:
+    if memory.state == State.ACTIVE and memory.pruned_at is None:
+        return memory, False
+    previous = {"state": memory.state, "pruned": memory.pruned_at is not None}
+    old_metadata = memory.metadata
+    now = timezone.now()
+    memory.metadata = {k: v for k, v in (memory.metadata or {}).items() if k != "mergedInto"}
+    memory.state = State.ACTIVE
+    memory.deleted_at = None
+    if memory.pruned_at is not None:
+        memory.feedback_count, memory.reward_sum = 0, 0.0
+    memory.pruned_at = None
+    memory.restored_at = now
+    memory.version = F("version") + 1
+    memory.save()
+    memory.refresh_from_db(fields=["version", "updated_at"])
+    history_record([history_row(
+        ctx, memory.pk, HistoryAction.RESTORE, new_content=memory.content,
+        old_metadata=old_metadata if old_metadata != memory.metadata else None,
+        new_metadata=memory.metadata if old_metadata != memory.metadata else None,
+        details=previous,
+    )])
+    return memory, True
