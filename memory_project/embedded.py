@@ -24,6 +24,14 @@ DATABASE_NAME = "memory"
 OWNER_ROLE = "memory_owner"
 APP_ROLE = "memory_app"
 
+#: Row-level security lets the planner use an index for a condition only when the condition's
+#: function is LEAKPROOF (it cannot reveal other rows through errors). ``tsvector @@ tsquery``
+#: is not marked so by default, which turns every keyword search into a scan of the whole
+#: tenant (measured: 166 ms instead of 32 ms on a 100k-memory tenant). Matching a stored
+#: tsvector against a query raises no data-dependent error, so it is safe to mark; only a
+#: superuser may, once per database (the README gives the statement for external servers).
+LEAKPROOF_FULL_TEXT_MATCH = "ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF"
+
 _lock = threading.Lock()
 _handles: dict[str, Any] = {}
 
@@ -105,12 +113,17 @@ def _bootstrap(conn: Any, admin_url: str, data_dir: Path) -> None:
     # In template1 too, so that databases created later (tests) have it already.
     with psycopg.connect(_socket_url("postgres", data_dir, "template1"), autocommit=True) as tconn:
         tconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        tconn.execute(LEAKPROOF_FULL_TEXT_MATCH)
     if not exists:
         conn.execute(f"CREATE DATABASE {DATABASE_NAME} OWNER {OWNER_ROLE}")
-    database_url = _socket_url("postgres", data_dir, DATABASE_NAME)
-    with psycopg.connect(database_url, autocommit=True) as dconn:
-        dconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        dconn.execute(f"GRANT CONNECT ON DATABASE {DATABASE_NAME} TO {APP_ROLE}")
+    databases = [row[0] for row in conn.execute(
+        "SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate")]
+    for database in databases:
+        with psycopg.connect(_socket_url("postgres", data_dir, database), autocommit=True) as dconn:
+            if database == DATABASE_NAME:
+                dconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                dconn.execute(f"GRANT CONNECT ON DATABASE {DATABASE_NAME} TO {APP_ROLE}")
+            dconn.execute(LEAKPROOF_FULL_TEXT_MATCH)
 
 
 def start_redis(data_dir: Path) -> str:

@@ -192,6 +192,10 @@ MEMORY_MAX_QUERY_LENGTH = env_int("MEMORY_MAX_QUERY_LENGTH", 2000)
 MEMORY_MAX_BULK_ITEMS = env_int("MEMORY_MAX_BULK_ITEMS", 500)
 MEMORY_DEFAULT_THRESHOLD = env_float("MEMORY_DEFAULT_THRESHOLD", 0.7)
 MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 100)
+# A starved filtered HNSW scan is retried once this wide (pgvector's maximum is 1000).
+MEMORY_HNSW_EF_SEARCH_MAX = env_int("MEMORY_HNSW_EF_SEARCH_MAX", 1000)
+# Scopes smaller than this are ranked by an exact scan (~2 µs a row) instead of HNSW.
+MEMORY_EXACT_SCAN_MAX_ROWS = env_int("MEMORY_EXACT_SCAN_MAX_ROWS", 2000)
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)
 EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 0)  # 0: torch decides

@@ -1,0 +1,95 @@
+"""Query plans of retrieval under row-level security: keyword search uses the GIN index,
+semantic search the HNSW index, and a filtered HNSW scan never starves the top-k."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from memories import embeddings
+from memories.layers import LayerIdentifiers
+from memories.models import Memory
+from memories.search import SearchRequest, memory_search
+from memories.services import MemoryInput, memory_bulk_add
+from tenants.context import tenant_scope
+
+pytestmark = pytest.mark.django_db
+
+USER = LayerIdentifiers.from_mapping({"userId": "u1"})
+
+
+def add_many(tenant: Any, texts: list[str]) -> None:
+    with tenant_scope(tenant.ctx):
+        memory_bulk_add(tenant.ctx, items=[
+            MemoryInput(content=t, layer="user", identifiers=USER) for t in texts])
+
+
+def plan(sql: str, params: Any = (), *, no_sort: bool = False) -> str:
+    """``EXPLAIN`` of ``sql`` with sequential scans (and with ``no_sort``, sorts) discouraged,
+    so that an index the planner may use shows up (one it may not use never does)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        if no_sort:
+            cursor.execute("SET LOCAL enable_sort = off")
+            cursor.execute("SET LOCAL enable_incremental_sort = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_it_lets_keyword_candidates_use_the_gin_index_under_row_level_security(
+        tenant_a) -> None:
+    """Under RLS an index serves a condition only if its function is LEAKPROOF; the full-text
+    match is the only indexable condition here, so the plan shows whether it may be."""
+    add_many(tenant_a, ["The runner runs every morning", "Dr. Smith prescribed rest"])
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        shown = plan("SELECT id FROM memories_memory "
+                     "WHERE search_vector @@ to_tsquery('simple', 'run')")
+    assert "mem_search_vector_gin" in shown
+
+
+def test_it_orders_a_large_scope_by_the_hnsw_index_without_a_sort(tenant_a, settings) -> None:
+    settings.MEMORY_EXACT_SCAN_MAX_ROWS = 1  # every scope counts as large
+    add_many(tenant_a, [f"Garden note {i} about tomatoes" for i in range(12)])
+    request = SearchRequest(query="tomatoes", identifiers=USER, mode="semantic",
+                            threshold=0.0, layers=("user",))
+    with transaction.atomic(), tenant_scope(tenant_a.ctx), \
+            CaptureQueriesContext(connection) as captured:
+        memory_search(tenant_a.ctx, request)
+        ranking = [q["sql"] for q in captured.captured_queries
+                   if "<=>" in q["sql"] and "ORDER BY" in q["sql"]]
+        assert ranking, "no semantic ranking query ran"
+        shown = plan(ranking[0], no_sort=True)
+    assert "Index Scan using mem_embedding_hnsw" in shown
+    assert "Sort" not in shown
+
+
+def exact_top(tenant: Any, query: str, limit: int) -> list[str]:
+    vector = embeddings.get_embedder().encode([query])[0]
+    with tenant_scope(tenant.ctx):
+        rows = list(Memory.objects.filter(layer="user").values_list("content", "embedding"))
+    scored = sorted(rows, key=lambda r: -float(np.dot(vector, r[1]) / np.linalg.norm(r[1])))
+    return [content for content, _ in scored[:limit]]
+
+
+def test_it_never_starves_the_top_k_when_other_tenants_fill_the_index(
+        tenant_a, tenant_b, settings) -> None:
+    settings.MEMORY_EXACT_SCAN_MAX_ROWS = 1  # force the HNSW path
+    settings.MEMORY_HNSW_EF_SEARCH = 1
+    settings.MEMORY_HNSW_EF_SEARCH_MAX = 1  # ef_search = 2 × limit: too few for tenant A
+    add_many(tenant_b, [f"Tomato harvest log entry {i} from the greenhouse" for i in range(120)])
+    add_many(tenant_a, [f"Tomato plant {i} needs water" for i in range(8)]
+             + ["The quarterly budget is due", "Dentist on Friday", "Bike tyre is flat",
+                "Buy oat milk"])
+    request = SearchRequest(query="tomato greenhouse", identifiers=USER, mode="semantic",
+                            threshold=0.0, layers=("user",), limit=10)
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        with connection.cursor() as cursor:  # a tiny table: make the planner walk the graph
+            cursor.execute("SET LOCAL enable_sort = off")
+        found = memory_search(tenant_a.ctx, request)
+    got = [c.memory.content for c in found.results]
+    assert len(got) == 10
+    assert got == exact_top(tenant_a, "tomato greenhouse", 10)
