@@ -50,13 +50,17 @@ def audit_cross_tenant_probe(ctx: TenantContext, *, model: type[Model], object_i
     return foreign
 
 
-def _policies(ctx: TenantContext) -> list[Policy]:
+def policies_in_force(ctx: TenantContext) -> list[Policy]:
+    """The tenant's enabled policies, by name (one query; a bulk write reads them once)."""
     return list(Policy.objects.filter(enabled=True).order_by("name"))
 
 
 def enforce_write(ctx: TenantContext, *, content: str, metadata: dict[str, Any], layer: str,
-                  operation: str, identifiers: dict[str, str] | None = None) -> str:
+                  operation: str, identifiers: dict[str, str] | None = None,
+                  policies: list[Policy] | None = None) -> str:
     """Check an add or update against the tenant's policies (seed 001 "Governance Validation").
+
+    ``policies``: the tenant's policies in force when the caller has them already.
 
     Returns:
         The content to store (PII redacted when a policy says so).
@@ -66,7 +70,9 @@ def enforce_write(ctx: TenantContext, *, content: str, metadata: dict[str, Any],
             ``details.violations`` lists them all. The attempt is written to the audit log
             and waits in the review queue as a policy hit.
     """
-    decision = evaluate(_policies(ctx), content=content, metadata=metadata, layer=layer,
+    if policies is None:
+        policies = policies_in_force(ctx)
+    decision = evaluate(policies, content=content, metadata=metadata, layer=layer,
                         key_prefix=ctx.principal.removeprefix("api_key:"))
     if decision.allowed:
         return decision.content
@@ -92,7 +98,7 @@ def enforce_write(ctx: TenantContext, *, content: str, metadata: dict[str, Any],
 
 def filter_results(ctx: TenantContext, memories: list[Any], *, operation: str) -> list[Any]:
     """Drop retrieved memories that violate a policy now in force; log what was filtered."""
-    policies = _policies(ctx)
+    policies = policies_in_force(ctx)
     if not policies:
         return memories
     kept, dropped = [], []

@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from memories.models import Memory, MemoryFeedback, MemoryHistory
+from memories.selectors import UNSERVED_COLUMNS
 from tenants.admin_base import TenantOwnedAdmin
 
 
@@ -18,10 +19,8 @@ class MemoryAdmin(TenantOwnedAdmin):
                     "tenant", "created_at")
     list_filter = ("layer", "kind", "state", "tenant")
     search_fields = ("content",)
-    exclude = ("embedding", "search_vector")
-    readonly_fields = [
-        f.name for f in Memory._meta.fields if f.name not in ("embedding", "search_vector")
-    ]
+    exclude = UNSERVED_COLUMNS
+    readonly_fields = [f.name for f in Memory._meta.fields if f.name not in UNSERVED_COLUMNS]
     list_per_page = 50
     show_full_result_count = False
 

@@ -4,7 +4,8 @@ BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Bey
 k1 = 1.2, b = 0.75) over the generated ``search_vector`` (English stemming, so "running"
 matches "runs"). Candidates are the memories of a layer scope matching any of the query's
 selective terms (GIN index). Term frequencies come from the tsvector positions, where
-``context`` positions (weight D) count 0.35 of a ``content`` one. Document frequencies are
+``context`` positions (weight D) count 0.35 of a ``content`` one, kept per memory in the
+generated ``term_frequencies`` column. Document frequencies are
 counted per scope and term with the GIN index and cached for two minutes.
 
 ``ts_rank`` has no inverse document frequency; on LoCoMo, BM25 lifts keyword recall@10 from
@@ -28,6 +29,7 @@ from memories.models import Memory
 
 BM25_K1 = 1.2
 BM25_B = 0.75
+#: Baked into the SQL function ``memory_term_frequencies`` (migration 0006).
 CONTEXT_WEIGHT = 0.35
 #: Candidates come from the query's rarest terms first (the highest IDF), adding terms while
 #: their document frequencies sum to at most this; the other terms still score candidates.
@@ -65,25 +67,24 @@ FROM unnest(%s::text[]) AS l(lexeme)
 """
 
 _BM25_SQL = """
-SELECT t.id,
-       sum(t.idf * t.tf * %s::float8
-           / (t.tf + %s::float8 * (1 - %s::float8 + %s::float8 * t.dl / %s::float8))) AS score
+SELECT c.id, {score} AS score
 FROM (
-    SELECT c.id, q.idf,
-           cardinality(u.weights)
-           - %s::float8 * cardinality(array_positions(u.weights, 'D')) AS tf,
-           length(c.search_vector)::float8 AS dl
-    FROM ({candidates}) c,
-         -- keep only the query's lexemes before unnesting (ts_delete twice: 2.5x faster)
-         LATERAL unnest(ts_delete(c.search_vector,
-                                  tsvector_to_array(ts_delete(c.search_vector, %s::text[])))) u,
-         unnest(%s::text[], %s::float8[]) AS q(lexeme, idf)
-    WHERE u.lexeme = q.lexeme
-) t
-GROUP BY t.id
-ORDER BY score DESC, t.id
+    SELECT s.id, {frequencies},
+           %s::float8 * (1 - %s::float8 + %s::float8 * length(s.search_vector) / %s::float8) AS norm
+    FROM ({candidates}) s
+) c
+ORDER BY score DESC, c.id
 LIMIT %s
 """
+
+
+def _bm25_sql(candidates: str, terms: int) -> str:
+    """BM25 over ``candidates`` (``id``, ``search_vector``, ``term_frequencies``) for
+    ``terms`` query lexemes: ``Σ idf·tf·(k1 + 1) / (tf + k1·(1 − b + b·dl/avgdl))``."""
+    score = " + ".join(f"%s::float8 * c.tf{i} / (c.tf{i} + c.norm)" for i in range(terms))
+    frequencies = ", ".join(
+        f"coalesce((s.term_frequencies ->> %s)::float8, 0) AS tf{i}" for i in range(terms))
+    return _BM25_SQL.format(score=score, frequencies=frequencies, candidates=candidates)
 
 
 def query_lexemes(query: str) -> tuple[str, ...]:
@@ -128,8 +129,47 @@ def _idf(size: int, df: int) -> float:
     return math.log(1.0 + (size - df + 0.5) / (df + 0.5))
 
 
+def _or(lexemes: list[str]) -> str:
+    return " | ".join("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'"
+                      for lex in lexemes)
+
+
+def candidate_queries(stats: ScopeStats, present: list[str]) -> list[str]:
+    """Raw ``tsquery`` texts that select BM25 candidates, tried in order until one yields
+    enough memories (the last one always stands).
+
+    - The query's rarest terms OR-ed, added while their document frequencies sum to at most
+      ``MAX_KEYWORD_CANDIDATES`` (at least ``ALWAYS_CANDIDATES``; a term in more than
+      ``COMMON_TERM_SHARE`` of the scope only when nothing rarer is present). Below the cap
+      this is exact BM25.
+    - When even the rarest term alone is over the cap (a large scope; on the 100k bench a
+      single term can match 11k memories, and scoring each costs ~15 µs), first the memories
+      holding at least two of the four rarest uncommon terms, the "AND before OR" of search
+      engines: a memory holding one term only is ranked by that term's weight alone, and
+      rarely reaches the top ``limit`` when memories holding two exist.
+    """
+    ordered = sorted(present, key=lambda lex: stats.df[lex])
+    selective: list[str] = []
+    total = 0
+    for lex in ordered:
+        grown = total + stats.df[lex]
+        if selective and grown > ALWAYS_CANDIDATES and (
+                grown > MAX_KEYWORD_CANDIDATES or stats.df[lex] > COMMON_TERM_SHARE * stats.size):
+            break
+        selective.append(lex)
+        total += stats.df[lex]
+    queries = [_or(selective)]
+    uncommon = [lex for lex in ordered if stats.df[lex] <= COMMON_TERM_SHARE * stats.size][:4]
+    if total > MAX_KEYWORD_CANDIDATES and len(uncommon) >= 2:
+        pairs = [f"({_or([a])} & {_or([b])})"
+                 for i, a in enumerate(uncommon) for b in uncommon[i + 1:]]
+        queries.insert(0, " | ".join(pairs))
+    return queries
+
+
 def bm25(base: QuerySet[Memory], query: str, limit: int) -> list[tuple[Any, float]]:
-    """``[(id, score)]`` of the best ``limit`` memories of ``base`` for ``query`` (BM25)."""
+    """``[(id, score)]`` of the best ``limit`` memories of ``base`` for ``query`` (BM25);
+    candidates as :func:`candidate_queries` says."""
     lexemes = query_lexemes(query)
     if not lexemes:
         return []
@@ -137,28 +177,21 @@ def bm25(base: QuerySet[Memory], query: str, limit: int) -> list[tuple[Any, floa
     present = [lex for lex in lexemes if stats.df.get(lex)]
     if not present:
         return []
-    selective: list[str] = []
-    total = 0
-    for lex in sorted(present, key=lambda lex: stats.df[lex]):
-        grown = total + stats.df[lex]
-        if selective and grown > ALWAYS_CANDIDATES and (
-                grown > MAX_KEYWORD_CANDIDATES or stats.df[lex] > COMMON_TERM_SHARE * stats.size):
-            break
-        selective.append(lex)
-        total += stats.df[lex]
-    tsquery = SearchQuery(
-        " | ".join("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'"
-                   for lex in selective),
-        search_type="raw", config="simple",
-    )
-    candidates = base.filter(search_vector=tsquery).values("id", "search_vector")
-    cand_sql, cand_params = candidates.query.sql_with_params()
     idfs = [_idf(stats.size, stats.df[lex]) for lex in present]
     k1, b = BM25_K1, BM25_B
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _BM25_SQL.format(candidates=cand_sql),
-            [k1 + 1, k1, b, b, stats.avg_length, 1 - CONTEXT_WEIGHT,
-             *cand_params, present, present, idfs, limit],
-        )
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+    queries = candidate_queries(stats, present)
+    for index, raw in enumerate(queries):
+        tsquery = SearchQuery(raw, search_type="raw", config="simple")
+        candidates = base.filter(search_vector=tsquery).values(
+            "id", "search_vector", "term_frequencies")
+        cand_sql, cand_params = candidates.query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _bm25_sql(cand_sql, len(present)),
+                [*(idf * (k1 + 1) for idf in idfs), *present, k1, b, b, stats.avg_length,
+                 *cand_params, limit],
+            )
+            scored = [(row[0], float(row[1])) for row in cursor.fetchall()]
+        if len(scored) >= limit or index == len(queries) - 1:
+            return scored
+    return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.db.models import Func
 from pgvector.django import HnswIndex, VectorField
 from uuid6 import uuid7
 
@@ -71,6 +72,18 @@ class Memory(TenantOwnedModel):
         expression=SearchVector("content", config="english", weight="A")
         + SearchVector("context", config="english", weight="D"),
         output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    #: ``{lexeme: term frequency}`` of ``search_vector`` for BM25, a ``context`` position
+    #: counting 0.35 of a ``content`` one (SQL function ``memory_term_frequencies``, migration
+    #: 0006): scoring reads a key instead of unnesting the vector, ~2x faster per candidate.
+    term_frequencies = models.GeneratedField(
+        expression=Func(
+            SearchVector("content", config="english", weight="A")
+            + SearchVector("context", config="english", weight="D"),
+            function="memory_term_frequencies", output_field=models.JSONField(),
+        ),
+        output_field=models.JSONField(),
         db_persist=True,
     )
 

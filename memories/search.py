@@ -141,7 +141,8 @@ def scope_filter(scope: str | None) -> Q:
     )
 
 
-_LIGHT = ("embedding", "search_vector", "context")  # never needed to rank or to answer
+#: Columns never needed to rank or to answer.
+_LIGHT = ("embedding", "search_vector", "term_frequencies", "context")
 
 
 #: Per scope (its SQL), how the last semantic ranking succeeded: the ``hnsw.ef_search`` to

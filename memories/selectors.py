@@ -32,6 +32,9 @@ class MemoryPage:
     next_cursor: str | None
     total_count: int
 
+#: Columns for search only: never part of a memory as the API shows it.
+UNSERVED_COLUMNS = ("embedding", "search_vector", "term_frequencies")
+
 
 def memory_get(ctx: TenantContext, *, memory_id: Any) -> Memory | None:
     """The memory ``memory_id`` of the caller's tenant, or ``None`` (seed 001 "Get Memory").
@@ -91,7 +94,7 @@ def memory_list(
     page_qs = scoped.order_by("-id")
     if cursor:
         page_qs = page_qs.filter(id__lt=decode_cursor(cursor))
-    rows = list(page_qs.defer("embedding", "search_vector")[: limit + 1])
+    rows = list(page_qs.defer(*UNSERVED_COLUMNS)[: limit + 1])
     next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
     return MemoryPage(memories=rows[:limit], next_cursor=next_cursor, total_count=scoped.count())
 
@@ -142,7 +145,7 @@ def memory_export_chunks(ctx: TenantContext, *, include_deleted: bool = False,
                 qs = qs.exclude(state=State.DELETED)
             if last is not None:
                 qs = qs.filter(id__gt=last)
-            chunk = list(qs.order_by("id").defer("embedding", "search_vector")[:size])
+            chunk = list(qs.order_by("id").defer(*UNSERVED_COLUMNS)[:size])
         if not chunk:
             return
         yield chunk

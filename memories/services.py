@@ -12,7 +12,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from governance.services import audit_cross_tenant_probe, enforce_write
+from governance.models import Policy
+from governance.services import audit_cross_tenant_probe, enforce_write, policies_in_force
 from memories.access import base_importance_expression, importance_expression
 from memories.embeddings import content_hash, embed_texts, get_embedder
 from memories.filters import SOURCE_TYPES
@@ -140,7 +141,8 @@ def validate_metadata(metadata: Any, *, operation: str) -> dict[str, Any]:
     return metadata
 
 
-def _build(ctx: TenantContext, item: MemoryInput, operation: str, enforce: bool) -> Memory:
+def _build(ctx: TenantContext, item: MemoryInput, operation: str,
+           policies: list[Policy] | None) -> Memory:
     layer = parse_layer(item.layer)
     identifiers = resolve_identifiers(ctx, item.identifiers)
     require_identifiers(layer, identifiers)
@@ -155,9 +157,10 @@ def _build(ctx: TenantContext, item: MemoryInput, operation: str, enforce: bool)
             raise InvalidInput(f"{name} must be within [0, 1].", operation=operation)
     if item.decay_rate < 0:
         raise InvalidInput("decay_rate must be >= 0.", operation=operation)
-    if enforce:
+    if policies is not None:
         content = enforce_write(ctx, content=content, metadata=metadata, layer=layer.value,
-                                operation=operation, identifiers=identifiers.as_dict())
+                                operation=operation, identifiers=identifiers.as_dict(),
+                                policies=policies)
     columns = {
         "agent_id": identifiers.agentId, "user_id": identifiers.userId,
         "session_id": identifiers.sessionId, "project_id": identifiers.projectId,
@@ -205,9 +208,10 @@ def memory_bulk_add(ctx: TenantContext, *, items: list[MemoryInput],
             f"At most {settings.MEMORY_MAX_BULK_ITEMS} memories per request.", operation=operation
         )
     memories: list[Memory] = []
+    policies = policies_in_force(ctx) if enforce_policies else None
     for index, item in enumerate(items):
         try:
-            memories.append(_build(ctx, item, operation, enforce_policies))
+            memories.append(_build(ctx, item, operation, policies))
         except MemoryServiceError as err:
             err.operation = err.operation or operation
             if len(items) > 1:

@@ -14,6 +14,7 @@ Roles created in the embedded PostgreSQL (trust authentication on the Unix socke
 from __future__ import annotations
 
 import json
+import os
 import threading
 import warnings
 from pathlib import Path
@@ -116,6 +117,7 @@ def _bootstrap(conn: Any, admin_url: str, data_dir: Path) -> None:
         tconn.execute(LEAKPROOF_FULL_TEXT_MATCH)
     if not exists:
         conn.execute(f"CREATE DATABASE {DATABASE_NAME} OWNER {OWNER_ROLE}")
+    _tune(conn)
     databases = [row[0] for row in conn.execute(
         "SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate")]
     for database in databases:
@@ -124,6 +126,28 @@ def _bootstrap(conn: Any, admin_url: str, data_dir: Path) -> None:
                 dconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 dconn.execute(f"GRANT CONNECT ON DATABASE {DATABASE_NAME} TO {APP_ROLE}")
             dconn.execute(LEAKPROOF_FULL_TEXT_MATCH)
+
+
+#: Server settings of the embedded PostgreSQL (``ALTER SYSTEM``; ``shared_buffers`` takes
+#: effect from the next start). PostgreSQL's 128 MB default holds a fraction of a 100k-memory
+#: table and its HNSW graph (~1 GB together); ``EMBEDDED_PG_SHARED_BUFFERS`` overrides.
+SERVER_SETTINGS = {
+    "shared_buffers": os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "1GB"),
+    "effective_cache_size": "4GB",
+    "maintenance_work_mem": "512MB",
+}
+
+
+def _tune(conn: Any) -> None:
+    current = dict(conn.execute(
+        "SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE %s",
+        ["%postgresql.auto.conf"]).fetchall())
+    for name, value in SERVER_SETTINGS.items():
+        if current.get(name) != value:
+            # ALTER SYSTEM takes no parameters; the value is quoted as a literal.
+            quoted = "'" + value.replace("'", "''") + "'"
+            conn.execute(f"ALTER SYSTEM SET {name} = {quoted}")
+    conn.execute("SELECT pg_reload_conf()")
 
 
 def start_redis(data_dir: Path) -> str:

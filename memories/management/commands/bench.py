@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memories.bench import dataset, layers
@@ -27,6 +27,7 @@ from tenants.services import system_context
 
 DEFAULT_LOCOMO = Path(settings.BASE_DIR).parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 MODES = ("semantic", "keyword", "hybrid")
+PARTS = ("ingest", "search", "layers", "recall")
 
 
 def percentiles(samples: list[float]) -> str:
@@ -44,6 +45,8 @@ class Command(BaseCommand):
         parser.add_argument("--other-tenants", type=int, default=9)
         parser.add_argument("--ingest", type=int, default=10_000)
         parser.add_argument("--queries", type=int, default=200)
+        parser.add_argument("--parts", default=",".join(PARTS),
+                            help=f"comma-separated subset of {','.join(PARTS)}")
 
     def say(self, text: str = "") -> None:
         self.stdout.write(text)
@@ -60,18 +63,26 @@ class Command(BaseCommand):
         others = [self._filled(f"bench-other-{i}", pool, opts["small"])
                   for i in range(1, opts["other_tenants"] + 1)]
         self._index_if_needed()
-        texts = self._ingest_texts(opts["locomo"], 2 * opts["ingest"])
+        parts = {p.strip() for p in opts["parts"].split(",") if p.strip()}
+        if unknown := parts - set(PARTS):
+            raise CommandError(f"unknown parts {sorted(unknown)}; choose from {PARTS}")
         samples = load_samples(opts["locomo"])
         asked = [q.question for s in samples for q in questions(s)]
+        tenants = ([others[0]] if others else []) + [large]
         with Server(database_url) as server:
-            self._ingest(server, texts, opts["ingest"])
-            self.say("\nREST search latency, ms (p50 p95), limit 10, one client, keep-alive")
-            self.say(f"{'tenant size':>12} {'mode':>9} {'cached':>15} {'uncached':>15}"
-                     f"   server ms (embed/rank/merge, uncached)")
-            for tenant in ([others[0]] if others else []) + [large]:
-                self._search(server, tenant, asked, opts["queries"])
-        self._layers(([others[0]] if others else []) + [large], asked)
-        self._recall_table(pool, opts["locomo"])
+            if "ingest" in parts:
+                texts = self._ingest_texts(opts["locomo"], 2 * opts["ingest"])
+                self._ingest(server, texts, opts["ingest"])
+            if "search" in parts:
+                self.say("\nREST search latency, ms (p50 p95), limit 10, one client, keep-alive")
+                self.say(f"{'tenant size':>12} {'mode':>9} {'cached':>15} {'uncached':>15}"
+                         f"   server ms (embed/rank/merge, uncached)")
+                for tenant in tenants:
+                    self._search(server, tenant, asked, opts["queries"])
+        if "layers" in parts:
+            self._layers(tenants, asked)
+        if "recall" in parts:
+            self._recall_table(pool, opts["locomo"])
 
     def _layers(self, tenants: list[Tenant], asked: list[str]) -> None:
         self.say("\nthree equal layers, hybrid, ms per search (p50 p95): sequential vs threads")
