@@ -30,13 +30,16 @@ class SearchForm(forms.Form):
                                        help_text="none: every layer the identifiers reach")
     threshold = forms.FloatField(required=False, min_value=0, max_value=1,
                                  help_text="similarity; empty: the tenant's default")
-    limit = forms.IntegerField(min_value=1, max_value=100, initial=10)
+    limit = forms.IntegerField(min_value=1, max_value=100, initial=10, required=False)
     scope = forms.CharField(required=False, max_length=100)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name in IDENTIFIER_FIELDS:
             self.fields[name] = forms.CharField(required=False, max_length=255, label=name)
+
+    def clean_limit(self) -> int:
+        return self.cleaned_data.get("limit") or 10
 
     def identifiers(self) -> dict[str, str]:
         """The identifiers filled in, camelCase."""
