@@ -3,6 +3,7 @@ identifiers) is the services' and its errors are shown on the form."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -81,20 +82,22 @@ class PolicyForm(forms.Form):
                                    help_text="one word or phrase per line")
     denied_patterns = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
                                       help_text="one regular expression per line")
-    pii_handling = forms.ChoiceField(choices=PiiHandling.choices)
+    pii_handling = forms.ChoiceField(choices=PiiHandling.choices, label="PII handling")
     max_content_length = forms.IntegerField(required=False, min_value=1)
     writable_layers = forms.MultipleChoiceField(choices=LAYER_CHOICES, required=False,
                                                 widget=forms.CheckboxSelectMultiple,
                                                 help_text="none: every layer")
     required_metadata = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                         help_text="one metadata key per line")
-    api_key_prefixes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+    api_key_prefixes = forms.CharField(required=False, label="API key prefixes",
+                                       widget=forms.Textarea(attrs={"rows": 2}),
                                        help_text="one key prefix per line; none: every key")
     sample_text = forms.CharField(required=False, label="Sample text",
                                   widget=forms.Textarea(attrs={"rows": 4}))
     sample_layer = forms.ChoiceField(choices=LAYER_CHOICES, initial="user", label="Sample layer")
-    sample_metadata = forms.JSONField(required=False, label="Sample metadata",
-                                      widget=forms.Textarea(attrs={"rows": 2}))
+    sample_metadata = forms.CharField(required=False, label="Sample metadata",
+                                      widget=forms.Textarea(attrs={"rows": 2}),
+                                      help_text="a JSON object; empty: {}")
 
     @classmethod
     def initial_from(cls, policy: Policy) -> dict[str, Any]:
@@ -126,7 +129,11 @@ class PolicyForm(forms.Form):
         }
 
     def clean_sample_metadata(self) -> dict[str, Any]:
-        value = self.cleaned_data.get("sample_metadata") or {}
+        raw = (self.cleaned_data.get("sample_metadata") or "").strip()
+        try:
+            value = json.loads(raw) if raw else {}
+        except ValueError:
+            raise forms.ValidationError("Sample metadata must be JSON.") from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Sample metadata must be a JSON object.")
         return value

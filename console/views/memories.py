@@ -3,6 +3,7 @@ a memory's page with its content, metadata, history, references and actions."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -91,6 +92,7 @@ def _render_memory(request: HttpRequest, access: ConsoleAccess, memory: Memory,
     key = str(memory.pk)
     return render(request, "console/memory.html", {
         "access": access, "memory": memory, "form": form,
+        "metadata_json": json.dumps(memory.metadata, indent=2, sort_keys=True),
         "history": memory_history(access.ctx, memory_id=memory.pk),
         "reviews": ReviewItem.objects.filter(
             Q(memory_id=memory.pk) | Q(result_memory_id=memory.pk)).order_by("-created_at"),
@@ -127,9 +129,10 @@ def memory_action(request: HttpRequest, access: ConsoleAccess, memory_id: uuid.U
                 messages.error(request, "A deleted memory cannot be edited: restore it first.")
                 return redirect("console:memory", tenant_slug=access.tenant.slug,
                                 memory_id=memory_id)
+            changed = {k: v for k, v in form.fields_patch().items() if getattr(memory, k) != v}
             services.console_memory_edit(
                 access.ctx, memory_id=memory.pk, metadata=form.cleaned_data["metadata"],
-                fields=form.fields_patch(), expected_version=form.cleaned_data["version"])
+                fields=changed, expected_version=form.cleaned_data["version"])
             messages.success(request, "Memory updated.")
         elif action == "archive":
             _, changed = memory_archive(access.ctx, memory_id=memory.pk)
