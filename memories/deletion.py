@@ -220,3 +220,37 @@ def _restore(ctx: TenantContext, memory: Memory) -> tuple[Memory, bool]:
         details=previous,
     )])
     return memory, True
+
+
+@transaction.atomic
+def memory_archive(ctx: TenantContext, *, memory_id: Any, reason: str = "manual"
+                   ) -> tuple[Memory, bool]:
+    """Archive an active memory by hand (as decay does): it leaves search, recall and list,
+    keeps its content, and comes back with :func:`memory_restore`. Writes an ``archive``
+    history row and a ``memory_archived`` audit entry.
+
+    Returns:
+        ``(memory, archived)``; ``archived`` is ``False`` when it was not active.
+
+    Raises:
+        MemoryNotFound: no such memory in this tenant (deleted, missing, malformed or another
+            tenant's id; the last is audited).
+    """
+    pk = parse_memory_id(memory_id)
+    memory = Memory.objects.select_for_update().exclude(state=State.DELETED).filter(
+        pk=pk).first() if pk else None
+    if memory is None:
+        if pk is not None:
+            audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
+        raise MemoryNotFound(operation="memory.archive", details={"id": str(memory_id)})
+    if memory.state != State.ACTIVE:
+        return memory, False
+    memory.state = State.ARCHIVED
+    memory.version = F("version") + 1
+    memory.save(update_fields=["state", "version", "updated_at"])
+    memory.refresh_from_db(fields=["version", "updated_at"])
+    history_record([history_row(ctx, memory.pk, HistoryAction.ARCHIVE,
+                                details={"reason": reason})])
+    audit_record(ctx, action="memory_archived", target_type="memory", target_id=memory.pk,
+                 details={"reason": reason})
+    return memory, True

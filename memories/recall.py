@@ -27,6 +27,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from memories.activity import activity_record
 from memories.confidence import effective_confidence
 from memories.filters import MetadataFilter
 from memories.layers import LayerIdentifiers
@@ -147,6 +148,7 @@ def memory_recall(ctx: TenantContext, request: RecallRequest) -> list[Recalled]:
             + weights["recency"] * recency + weights["confidence"] * eff
         )
         recalled.append(Recalled(cand, relevance, memory.importance, recency, eff, score))
+    activity_record(ctx.tenant_id, "recall")
     recalled.sort(key=lambda r: (
         -r.score, -r.candidate.memory.created_at.timestamp(), str(r.candidate.memory.pk)
     ))

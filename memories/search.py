@@ -35,6 +35,7 @@ from django.db.models.expressions import ExpressionWrapper, Value
 from pgvector.django import CosineDistance
 
 from governance.services import filter_results
+from memories.activity import activity_record
 from memories.embeddings import embed_query
 from memories.filters import MetadataFilter
 from memories.keyword import bm25
@@ -294,6 +295,7 @@ def memory_search(ctx: TenantContext, request: SearchRequest) -> SearchResult:
         As :func:`search_candidates`.
     """
     found = search_candidates(ctx, request)
+    activity_record(ctx.tenant_id, "search")
     return replace(found, results=found.results[: request.limit])
 
 

@@ -111,6 +111,7 @@ INSTALLED_APPS = [
     "governance",
     "graph",
     "summaries",
+    "console",
 ]
 
 MIDDLEWARE = [

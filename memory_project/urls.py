@@ -1,4 +1,4 @@
-"""URL configuration: the REST API under ``/api/v1/``, OpenAPI, admin, health."""
+"""URL configuration: the REST API under ``/api/v1/``, OpenAPI, admin, console, health."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("admin/", admin.site.urls),
+    path("console/", include("console.urls")),
 ]
 
 handler404 = "memory_project.errors.handler404"

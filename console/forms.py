@@ -1,0 +1,199 @@
+"""Console forms. They only shape input; validation that matters (policies, settings, layer
+identifiers) is the services' and its errors are shown on the form."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from governance.models import PiiHandling, Policy
+from memories.layers import IDENTIFIER_FIELDS, Layer
+from memories.models import Kind
+
+LAYER_CHOICES = [(x.value, x.value) for x in Layer]
+MODES = [("hybrid", "hybrid"), ("semantic", "semantic"), ("keyword", "keyword"),
+         ("recall", "recall (composite score)")]
+
+
+def _lines(value: str) -> list[str]:
+    return [line.strip() for line in (value or "").splitlines() if line.strip()]
+
+
+class SearchForm(forms.Form):
+    """The memory explorer's search box: query, mode and the layer identifiers."""
+
+    query = forms.CharField(max_length=2000)
+    mode = forms.ChoiceField(choices=MODES, initial="hybrid")
+    layers = forms.MultipleChoiceField(choices=LAYER_CHOICES, required=False,
+                                       widget=forms.CheckboxSelectMultiple,
+                                       help_text="none: every layer the identifiers reach")
+    threshold = forms.FloatField(required=False, min_value=0, max_value=1,
+                                 help_text="similarity; empty: the tenant's default")
+    limit = forms.IntegerField(min_value=1, max_value=100, initial=10, required=False)
+    scope = forms.CharField(required=False, max_length=100)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in IDENTIFIER_FIELDS:
+            self.fields[name] = forms.CharField(required=False, max_length=255, label=name)
+
+    def clean_limit(self) -> int:
+        return self.cleaned_data.get("limit") or 10
+
+    def identifiers(self) -> dict[str, str]:
+        """The identifiers filled in, camelCase."""
+        return {k: self.cleaned_data[k] for k in IDENTIFIER_FIELDS if self.cleaned_data.get(k)}
+
+
+class MemoryEditForm(forms.Form):
+    """Metadata (a JSON object, replaced whole) and the scalar fields of a memory."""
+
+    metadata = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 6}))
+    kind = forms.ChoiceField(choices=Kind.choices)
+    scope = forms.CharField(max_length=100)
+    importance = forms.FloatField(min_value=0, max_value=1)
+    confidence = forms.FloatField(min_value=0, max_value=1)
+    sensitive = forms.BooleanField(required=False)
+    private = forms.BooleanField(required=False)
+    version = forms.IntegerField(widget=forms.HiddenInput)
+
+    def clean_metadata(self) -> dict[str, Any]:
+        value = self.cleaned_data.get("metadata") or {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Metadata must be a JSON object.")
+        return value
+
+    def fields_patch(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {k: data[k] for k in ("kind", "scope", "importance", "confidence", "sensitive",
+                                     "private")}
+
+
+class PolicyForm(forms.Form):
+    """A policy definition; lists are one entry per line. Checked by
+    ``governance.policies.clean_policy_data`` when tried and when saved."""
+
+    name = forms.CharField(max_length=200, required=False)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    enabled = forms.BooleanField(required=False, initial=True)
+    denied_terms = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
+                                   help_text="one word or phrase per line")
+    denied_patterns = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
+                                      help_text="one regular expression per line")
+    pii_handling = forms.ChoiceField(choices=PiiHandling.choices, label="PII handling")
+    max_content_length = forms.IntegerField(required=False, min_value=1)
+    writable_layers = forms.MultipleChoiceField(choices=LAYER_CHOICES, required=False,
+                                                widget=forms.CheckboxSelectMultiple,
+                                                help_text="none: every layer")
+    required_metadata = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                        help_text="one metadata key per line")
+    api_key_prefixes = forms.CharField(required=False, label="API key prefixes",
+                                       widget=forms.Textarea(attrs={"rows": 2}),
+                                       help_text="one key prefix per line; none: every key")
+    sample_text = forms.CharField(required=False, label="Sample text",
+                                  widget=forms.Textarea(attrs={"rows": 4}))
+    sample_layer = forms.ChoiceField(choices=LAYER_CHOICES, initial="user", label="Sample layer")
+    sample_metadata = forms.CharField(required=False, label="Sample metadata",
+                                      widget=forms.Textarea(attrs={"rows": 2}),
+                                      help_text="a JSON object; empty: {}")
+
+    @classmethod
+    def initial_from(cls, policy: Policy) -> dict[str, Any]:
+        """Initial values showing a saved policy."""
+        return {
+            "name": policy.name, "description": policy.description, "enabled": policy.enabled,
+            "denied_terms": "\n".join(policy.denied_terms),
+            "denied_patterns": "\n".join(policy.denied_patterns),
+            "pii_handling": policy.pii_handling,
+            "max_content_length": policy.max_content_length,
+            "writable_layers": policy.writable_layers,
+            "required_metadata": "\n".join(policy.required_metadata),
+            "api_key_prefixes": "\n".join(policy.api_key_prefixes),
+        }
+
+    def policy_data(self) -> dict[str, Any]:
+        """The definition in the services' shape."""
+        data = self.cleaned_data
+        return {
+            "name": data["name"], "description": data["description"],
+            "enabled": data["enabled"],
+            "denied_terms": _lines(data["denied_terms"]),
+            "denied_patterns": _lines(data["denied_patterns"]),
+            "pii_handling": data["pii_handling"],
+            "max_content_length": data["max_content_length"],
+            "writable_layers": list(data["writable_layers"]),
+            "required_metadata": _lines(data["required_metadata"]),
+            "api_key_prefixes": _lines(data["api_key_prefixes"]),
+        }
+
+    def clean_sample_metadata(self) -> dict[str, Any]:
+        raw = (self.cleaned_data.get("sample_metadata") or "").strip()
+        try:
+            value = json.loads(raw) if raw else {}
+        except ValueError:
+            raise forms.ValidationError("Sample metadata must be JSON.") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Sample metadata must be a JSON object.")
+        return value
+
+
+class ReviewDecisionForm(forms.Form):
+    """Approve or reject one or more review items; a rejection needs a reason."""
+
+    items = forms.MultipleChoiceField(choices=[], required=True)
+    decision = forms.ChoiceField(choices=[("approve", "approve"), ("reject", "reject")])
+    reason = forms.CharField(required=False, max_length=2000)
+
+    def __init__(self, *args: Any, item_ids: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["items"].choices = [(i, i) for i in item_ids]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("decision") == "reject" and not (data.get("reason") or "").strip():
+            raise forms.ValidationError("A rejection needs a reason.")
+        return data
+
+
+class SettingsForm(forms.Form):
+    """Retrieval and lifecycle settings of a tenant (``memories.tenant_settings``)."""
+
+    default_threshold = forms.FloatField(min_value=0, max_value=1,
+                                         label="Default search threshold")
+    recency_half_life_days = forms.FloatField(min_value=0.001, label="Recency half-life (days)")
+    weights_scope = forms.CharField(required=False, max_length=100, label="Scope",
+                                    help_text="set recall weights for this scope "
+                                              "(default: every scope without its own)")
+    weight_relevance = forms.FloatField(required=False, min_value=0, label="relevance")
+    weight_importance = forms.FloatField(required=False, min_value=0, label="importance")
+    weight_recency = forms.FloatField(required=False, min_value=0, label="recency")
+    weight_confidence = forms.FloatField(required=False, min_value=0, label="confidence")
+    decay_enabled = forms.BooleanField(required=False, label="Decay enabled")
+    decay_rate = forms.FloatField(min_value=0, max_value=1, label="Decay rate per day")
+    decay_archive_threshold = forms.FloatField(min_value=0, max_value=1,
+                                               label="Archive below relevance")
+    deleted_retention_days = forms.FloatField(min_value=0.001,
+                                              label="Keep soft-deleted memories (days)")
+    cleanup_auto_delete = forms.BooleanField(required=False,
+                                             label="Delete session memories when closed")
+    cleanup_retention = forms.CharField(max_length=20, label="Close sessions idle for",
+                                        help_text="e.g. 7d, 12h, 30m")
+    cleanup_promote = forms.BooleanField(required=False,
+                                         label="Promote important session memories")
+    cleanup_promotion_threshold = forms.FloatField(min_value=0, max_value=1,
+                                                   label="Promotion importance threshold")
+    promotion_target = forms.ChoiceField(
+        required=False, label="Promote to layer",
+        choices=[("", "project if named, else user")] + [
+            (x, x) for x in ("user", "project", "team", "org", "company")])
+
+    WEIGHTS = ("relevance", "importance", "recency", "confidence")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        given = [data.get(f"weight_{w}") is not None for w in self.WEIGHTS]
+        if any(given) and not all(given):
+            raise forms.ValidationError("Give all four recall weights, or none.")
+        return data

@@ -1,0 +1,103 @@
+"""Writes the console makes, each one audited.
+
+They call the memory, governance and tenants services (which enforce policies, write history
+and check the tenant) and add the audit entry those services leave to their callers. Every
+function runs in the caller's tenant scope (see :mod:`console.access`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from governance.services import audit_record
+from memories.deletion import memory_delete, memory_restore
+from memories.models import Memory
+from memories.services import memory_update
+from memories.tenant_settings import settings_update
+from tenants.context import TenantContext
+
+
+def console_memory_edit(ctx: TenantContext, *, memory_id: Any, metadata: dict[str, Any],
+                        fields: dict[str, Any], expected_version: int | None = None) -> Memory:
+    """Replace a memory's metadata with ``metadata`` (keys left out are removed) and set
+    ``fields`` (``importance``, ``confidence``, ``kind``, ``scope``, ``sensitive``,
+    ``private``) through :func:`memories.services.memory_update`; audited as
+    ``memory_updated``.
+
+    Not atomic on its own (the request transaction is): a policy violation must leave its
+    audit entry and review item behind, as it does through the API.
+
+    Raises:
+        As :func:`memories.services.memory_update` (MemoryNotFound, VersionConflict,
+        PolicyViolation, InvalidInput).
+    """
+    current = Memory.objects.filter(pk=memory_id).values_list("metadata", flat=True).first()
+    patch: dict[str, Any] = {key: None for key in (current or {}) if key not in metadata}
+    patch.update(metadata)
+    result = memory_update(ctx, memory_id=memory_id, metadata=patch, fields=fields or None,
+                           expected_version=expected_version)
+    audit_record(ctx, action="memory_updated", target_type="memory", target_id=result.memory.pk,
+                 details={"fields": sorted({*fields, "metadata"}),
+                          "version": result.memory.version})
+    return result.memory
+
+
+@transaction.atomic
+def console_memory_delete(ctx: TenantContext, *, memory_id: Any) -> None:
+    """Soft-delete a memory (restorable); audited as ``memory_deleted``."""
+    memory_delete(ctx, memory_id=memory_id, hard=False)
+    audit_record(ctx, action="memory_deleted", target_type="memory", target_id=memory_id,
+                 details={"hard": False})
+
+
+def console_memory_restore(ctx: TenantContext, *, memory_id: Any) -> bool:
+    """Restore a soft-deleted, archived or pruned memory; audited as ``memory_restored``.
+
+    Raises:
+        MemoryNotFound: as :func:`memories.deletion.memory_restore`.
+    """
+    memory, restored = memory_restore(ctx, memory_id=memory_id)
+    if restored:
+        audit_record(ctx, action="memory_restored", target_type="memory", target_id=memory.pk)
+    return restored
+
+
+@transaction.atomic
+def console_settings_update(ctx: TenantContext, *, patch: dict[str, Any]) -> dict[str, Any]:
+    """Validate and merge a settings patch (:func:`memories.tenant_settings.settings_update`);
+    audited as ``settings_updated`` with the patch.
+
+    Raises:
+        InvalidInput: see :func:`memories.tenant_settings.validate_settings_patch`.
+    """
+    merged = settings_update(ctx, patch=patch)
+    audit_record(ctx, action="settings_updated", target_type="tenant", target_id=ctx.tenant_id,
+                 details={"patch": patch})
+    return merged
+
+
+@transaction.atomic
+def console_member_set(ctx: TenantContext, *, user: Any, role: str) -> Any:
+    """Make ``user`` a console member of ``ctx``'s tenant with ``role`` (``admin`` or
+    ``reviewer``), replacing any membership of that tenant; audited as
+    ``console_member_set``. Runs in ``ctx``'s tenant scope.
+
+    Raises:
+        InvalidInput: an unknown role, or the user belongs to another tenant.
+    """
+    from console.access import membership_of
+    from console.models import ConsoleMembership, ConsoleRole
+    from memory_project.errors import InvalidInput
+
+    if role not in ConsoleRole.values:
+        raise InvalidInput(f"role must be one of {', '.join(ConsoleRole.values)}.")
+    existing = membership_of(user)
+    if existing is not None and existing.tenant_id != ctx.tenant_id:
+        raise InvalidInput(f"{user.get_username()} already belongs to another tenant.")
+    membership, _ = ConsoleMembership.objects.update_or_create(
+        user=user, defaults={"tenant_id": ctx.tenant_id, "role": role})
+    audit_record(ctx, action="console_member_set", target_type="user",
+                 target_id=user.get_username(), details={"role": role})
+    return membership

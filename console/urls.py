@@ -1,0 +1,40 @@
+"""Console URLs, under ``/console/``. Tenant pages carry the tenant's slug:
+``/console/t/<slug>/...``."""
+
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from console.views import dashboard, home, memories, policies, reviews, settings
+
+app_name = "console"
+
+urlpatterns = [
+    path("", home.index, name="index"),
+    path("login/", auth_views.LoginView.as_view(
+        template_name="console/login.html", next_page="console:index",
+        extra_context={"title": "Sign in"}), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="console:login"), name="logout"),
+    path("t/<slug:tenant_slug>/", dashboard.dashboard, name="dashboard"),
+    path("t/<slug:tenant_slug>/memories/", memories.explorer, name="memories"),
+    path("t/<slug:tenant_slug>/memories/<uuid:memory_id>/", memories.memory_detail,
+         name="memory"),
+    path("t/<slug:tenant_slug>/memories/<uuid:memory_id>/<str:action>/",
+         memories.memory_action, name="memory-action"),
+    path("t/<slug:tenant_slug>/policies/", policies.policies, name="policies"),
+    path("t/<slug:tenant_slug>/policies/new/", policies.policy_new, name="policy-new"),
+    path("t/<slug:tenant_slug>/policies/<uuid:policy_id>/", policies.policy_edit,
+         name="policy"),
+    path("t/<slug:tenant_slug>/policies/<uuid:policy_id>/delete/", policies.policy_remove,
+         name="policy-delete"),
+    path("t/<slug:tenant_slug>/reviews/", reviews.reviews, name="reviews"),
+    path("t/<slug:tenant_slug>/reviews/decide/", reviews.review_decide_view,
+         name="review-decide"),
+    path("t/<slug:tenant_slug>/reviews/<uuid:item_id>/", reviews.review_detail,
+         name="review"),
+    path("t/<slug:tenant_slug>/settings/", settings.tenant_settings, name="settings"),
+    path("t/<slug:tenant_slug>/settings/keys/", settings.key_create, name="key-create"),
+    path("t/<slug:tenant_slug>/settings/keys/<uuid:key_id>/revoke/", settings.key_revoke,
+         name="key-revoke"),
+]

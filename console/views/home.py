@@ -1,0 +1,25 @@
+"""Sign-in landing: platform admins choose a tenant; members go to their tenant."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from console.access import membership_of
+from console.models import ConsoleRole
+from tenants.models import Tenant
+
+
+@login_required(login_url="console:login")
+def index(request: HttpRequest) -> HttpResponse:
+    """``/console/``: the tenant list (platform admins) or the member's first page."""
+    if request.user.is_superuser:
+        tenants = Tenant.objects.order_by("name")
+        return render(request, "console/index.html", {"tenants": tenants, "title": "Tenants"})
+    membership = membership_of(request.user)
+    if membership is None or not membership.tenant.is_active:
+        return render(request, "console/no_access.html", {"title": "No console access"},
+                      status=403)
+    page = "reviews" if membership.role == ConsoleRole.REVIEWER else "dashboard"
+    return redirect(f"console:{page}", tenant_slug=membership.tenant.slug)

@@ -1,0 +1,126 @@
+"""Tenant settings: retrieval and lifecycle settings, API keys (shown once at creation,
+revocable) and the periodic jobs (django-celery-beat)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+from django_celery_beat.models import PeriodicTask
+
+from console import services
+from console.access import ConsoleAccess, console_view
+from console.forms import SettingsForm
+from console.models import ConsoleRole
+from governance.services import audit_cross_tenant_probe
+from memories.lifecycle import lifecycle_settings
+from memories.lifecycle_config import deleted_retention_days, lifecycle_section
+from memories.recall import recall_settings
+from memories.search import default_threshold
+from memories.tenant_settings import settings_get
+from memory_project.errors import MemoryServiceError, NotFound
+from tenants.models import ApiKey
+from tenants.services import api_key_create, api_key_revoke
+
+KEY_ROLES = ("admin", "reviewer", "reader")
+
+
+def _initial(access: ConsoleAccess) -> dict[str, Any]:
+    ctx = access.ctx
+    _, half_life = recall_settings(ctx, None)
+    decay = lifecycle_section(ctx, "decay")
+    lifecycle = lifecycle_settings(ctx)
+    cleanup = lifecycle["sessionCleanup"]
+    return {
+        "default_threshold": default_threshold(ctx), "recency_half_life_days": half_life,
+        "decay_enabled": decay["enabled"], "decay_rate": decay["ratePerDay"],
+        "decay_archive_threshold": decay["archiveThreshold"],
+        "deleted_retention_days": deleted_retention_days(ctx),
+        "cleanup_auto_delete": cleanup["autoDelete"],
+        "cleanup_retention": cleanup["retentionPeriod"],
+        "cleanup_promote": cleanup["promoteImportant"],
+        "cleanup_promotion_threshold": cleanup["promotionThreshold"],
+        "promotion_target": lifecycle.get("promotionTargetLayer") or "",
+    }
+
+
+def settings_patch(access: ConsoleAccess, data: dict[str, Any]) -> dict[str, Any]:
+    """The settings patch (``memories.tenant_settings`` shape) for the form's values."""
+    decay = lifecycle_section(access.ctx, "decay")
+    patch: dict[str, Any] = {
+        "search": {"defaultThreshold": data["default_threshold"]},
+        "recall": {"recencyHalfLifeDays": data["recency_half_life_days"]},
+        "lifecycle": {
+            "deletedRetentionDays": data["deleted_retention_days"],
+            "decay": {**decay, "enabled": data["decay_enabled"], "ratePerDay": data["decay_rate"],
+                      "archiveThreshold": data["decay_archive_threshold"]},
+            "sessionCleanup": {
+                "autoDelete": data["cleanup_auto_delete"],
+                "retentionPeriod": data["cleanup_retention"].strip(),
+                "promoteImportant": data["cleanup_promote"],
+                "promotionThreshold": data["cleanup_promotion_threshold"],
+            },
+            "promotionTargetLayer": data["promotion_target"] or None,
+        },
+    }
+    if data.get("weight_relevance") is not None:
+        scope = (data.get("weights_scope") or "").strip() or "default"
+        patch["recall"]["scoreWeights"] = {
+            scope: {w: data[f"weight_{w}"] for w in SettingsForm.WEIGHTS}}
+    return patch
+
+
+def _page(request: HttpRequest, access: ConsoleAccess, form: SettingsForm,
+          new_key: str | None = None, status: int = 200) -> HttpResponse:
+    weights = ((settings_get(access.ctx).get("recall") or {}).get("scoreWeights") or {})
+    return render(request, "console/settings.html", {
+        "access": access, "form": form, "weights": weights,
+        "keys": ApiKey.objects.order_by("-created_at"), "key_roles": KEY_ROLES,
+        "new_key": new_key, "schedules": PeriodicTask.objects.order_by("name"),
+        "title": f"{access.tenant.name}: settings", "tab": "settings",
+    }, status=status)
+
+
+@console_view(ConsoleRole.ADMIN)
+def tenant_settings(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
+    """``/console/t/<slug>/settings/``: show (GET) or save (POST) the settings."""
+    if request.method != "POST":
+        return _page(request, access, SettingsForm(initial=_initial(access)))
+    form = SettingsForm(request.POST)
+    if form.is_valid():
+        try:
+            services.console_settings_update(access.ctx,
+                                             patch=settings_patch(access, form.cleaned_data))
+        except MemoryServiceError as err:
+            form.add_error(None, err.message)
+        else:
+            messages.success(request, "Settings saved.")
+            return redirect("console:settings", tenant_slug=access.tenant.slug)
+    return _page(request, access, form, status=400)
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def key_create(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
+    """POST ``.../settings/keys/``: create a key; the page shows it this once."""
+    name = request.POST.get("name", "").strip()[:200]
+    roles = [r for r in request.POST.getlist("roles") if r in KEY_ROLES] or ["admin"]
+    _, raw_key = api_key_create(access.ctx, name=name, roles=roles)
+    return _page(request, access, SettingsForm(initial=_initial(access)), new_key=raw_key)
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def key_revoke(request: HttpRequest, access: ConsoleAccess, key_id: uuid.UUID) -> HttpResponse:
+    """POST ``.../settings/keys/<id>/revoke/``: revoke a key (another tenant's: 404)."""
+    try:
+        key = api_key_revoke(access.ctx, key_id=key_id)
+    except NotFound:
+        audit_cross_tenant_probe(access.ctx, model=ApiKey, object_id=key_id)
+        return render(request, "console/not_found.html", status=404)
+    messages.success(request, f"Key {key.prefix}… revoked.")
+    return redirect("console:settings", tenant_slug=access.tenant.slug)
