@@ -103,6 +103,11 @@ class CountingEmbedder:
         self.calls.append(list(texts))
         return self.inner.encode(texts)
 
+    @property
+    def texts(self) -> list[str]:
+        """Every text sent to the model, in order."""
+        return [t for call in self.calls for t in call]
+
 
 def cosine(a: str, b: str) -> float:
     """Cosine similarity of two texts with the real model (vectors are normalised)."""

@@ -11,6 +11,7 @@ import pytest
 from memories import embeddings
 from memories.embeddings import clear_local_cache, embed_texts, get_embedder, set_embedder
 from tests.helpers import assert_error, body, memory_row, snapshot
+from tests.retrieval_helpers import CountingEmbedder
 
 pytestmark = pytest.mark.django_db
 
@@ -20,24 +21,6 @@ M = "/api/v1/memories"
 def add(tenant: Any, content: str, **extra: Any) -> Any:
     return tenant.client.post(M, {"content": content, "layer": "user",
                                   "identifiers": {"userId": "u1"}, **extra}, format="json")
-
-
-class Counting:
-    """Wraps the real embedder and records every call to the model."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.model_name = inner.model_name
-        self.dimensions = inner.dimensions
-        self.calls: list[list[str]] = []
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return self.inner.encode(texts)
-
-    @property
-    def texts(self) -> list[str]:
-        return [t for call in self.calls for t in call]
 
 
 class Broken:
@@ -55,9 +38,9 @@ class Broken:
 
 
 @pytest.fixture
-def counting() -> Iterator[Counting]:
+def counting() -> Iterator[CountingEmbedder]:
     real = get_embedder()
-    wrapper = Counting(real)
+    wrapper = CountingEmbedder(real)
     set_embedder(wrapper)
     try:
         yield wrapper

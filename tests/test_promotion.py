@@ -12,9 +12,8 @@ from django.utils import timezone
 from prometheus_client import REGISTRY
 from rest_framework.test import APIClient
 
-from memories.lifecycle import parse_period, sessions_cleanup
+from memories.lifecycle import sessions_cleanup
 from memories.models import Memory, State
-from memory_project.errors import InvalidInput
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tests.helpers import assert_error, body
@@ -333,20 +332,6 @@ def test_cleanup_honours_retention_period_and_auto_delete(tenant_a) -> None:
         assert not Memory.objects.filter(layer="session", state=State.ACTIVE).exists()
     assert [m.content for m in persistent(tenant_a)] == ["Important"]
     assert cleanup(tenant_a) == {"closed": 0, "promoted": 0, "blocked": 0, "deleted": 0}
-
-
-@pytest.mark.parametrize(("value", "expected"), [
-    ("7d", timedelta(days=7)), ("12h", timedelta(hours=12)), ("30m", timedelta(minutes=30)),
-    ("2w", timedelta(weeks=2)), ("45s", timedelta(seconds=45)),
-])
-def test_parse_period_accepts_the_seed_form(value, expected) -> None:
-    assert parse_period(value) == expected
-
-
-@pytest.mark.parametrize("value", ["7 days", "", "7", "d", "-1d", "1.5h", "7y", None])
-def test_parse_period_refuses_other_forms(value) -> None:
-    with pytest.raises(InvalidInput):
-        parse_period(value)
 
 
 # --- roles ------------------------------------------------------------------------------
