@@ -14,7 +14,7 @@ from memories.filters import MetadataFilter
 from memories.history import history_list
 from memories.layers import LayerIdentifiers, parse_layer
 from memories.models import Memory, MemoryHistory, State
-from memories.scoping import layer_queryset, resolve_identifiers
+from memories.scoping import check_layer, layer_queryset, resolve_identifiers
 from memory_project.errors import InvalidInput, MemoryNotFound
 from tenants.context import TenantContext, tenant_scope
 
@@ -85,7 +85,9 @@ def memory_list(
     """
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidInput(f"limit must be within 1..{MAX_PAGE_SIZE}.", operation="memory.list")
-    scoped = layer_queryset(parse_layer(layer), resolve_identifiers(ctx, identifiers))
+    parsed = parse_layer(layer)
+    check_layer(ctx, parsed)
+    scoped = layer_queryset(parsed, resolve_identifiers(ctx, identifiers))
     if metadata_filter is not None:
         scoped = metadata_filter.apply(scoped)
     page_qs = scoped.order_by("-id")
