@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from memory_project.errors import ProviderError, RateLimited
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+_sleep = time.sleep  # replaced in tests to record the waits
 
 
 class ProviderTransientError(Exception):
@@ -60,7 +62,7 @@ def _wait(state: tenacity.RetryCallState) -> float:
     if isinstance(exc, ProviderRateLimitedError) and exc.retry_after is not None:
         return exc.retry_after
     backoff = tenacity.wait_exponential_jitter(
-        initial=settings.PROVIDER_RETRY_INITIAL_SECONDS,
+        multiplier=settings.PROVIDER_RETRY_INITIAL_SECONDS,
         max=settings.PROVIDER_RETRY_MAX_SECONDS,
         exp_base=2,
         jitter=settings.PROVIDER_RETRY_INITIAL_SECONDS,
@@ -86,6 +88,7 @@ def call_with_retries(func: Callable[[], T], *, operation: str = "embedding") ->
         stop=tenacity.stop_after_attempt(settings.PROVIDER_RETRY_MAX_ATTEMPTS)
         | _retry_after_too_long,
         wait=_wait,
+        sleep=lambda seconds: _sleep(seconds),
         retry=tenacity.retry_if_exception_type(
             (ProviderTransientError, ProviderRateLimitedError)),
         before_sleep=lambda s: logger.warning(

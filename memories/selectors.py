@@ -118,7 +118,9 @@ def memory_history(ctx: TenantContext, *, memory_id: Any) -> list[MemoryHistory]
     pk = _parse_id(memory_id)
     if pk is not None:
         rows = history_list(pk)
-        if rows or Memory.objects.filter(pk=pk).exists():
+        visible = Memory.objects.filter(pk=pk).exists()
+        # A restricted key reads the history of memories it can see, never of erased ones.
+        if visible or (rows and not ctx.is_restricted):
             return rows
         audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
     raise MemoryNotFound(operation="memory.history", details={"id": str(memory_id)})
