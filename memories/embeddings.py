@@ -22,7 +22,8 @@ from cachetools import LRUCache
 from django.conf import settings
 from django.core.cache import cache
 
-from memory_project.errors import EmbeddingFailed
+from memory_project.errors import EmbeddingFailed, MemoryServiceError
+from memory_project.resilience import EMBEDDING, REDIS, call_guarded, mark_degraded
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,13 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-_embedder: Embedder = SentenceTransformerEmbedder()
+def _default_embedder() -> Embedder:
+    from memories.embedding_http import configured_embedder
+
+    return configured_embedder() or SentenceTransformerEmbedder()
+
+
+_embedder: Embedder = _default_embedder()
 _local: LRUCache[str, np.ndarray] = LRUCache(maxsize=settings.EMBEDDING_CACHE_SIZE)
 _local_lock = threading.Lock()
 
@@ -112,18 +119,33 @@ def _cache_key(tenant_id: uuid.UUID, digest: str, kind: str) -> str:
 
 
 def _redis_get_many(keys: list[str]) -> dict[str, bytes]:
+    """Redis lookups through the ``redis`` circuit breaker; an outage skips the cache and
+    flags the request degraded (``X-Memory-Degraded: cache``), never fails it."""
     try:
-        return cache.get_many(keys)
-    except Exception:  # Redis down: the cache is an optimisation, never a failure
-        logger.warning("embedding cache unavailable (read)", exc_info=True)
+        return call_guarded(REDIS, cache.get_many, keys)
+    except Exception as exc:  # Redis down: the cache is an optimisation, never a failure
+        logger.warning("embedding cache unavailable (read): %s", exc)
+        mark_degraded("cache")
         return {}
 
 
 def _redis_set_many(values: dict[str, bytes]) -> None:
     try:
-        cache.set_many(values, timeout=settings.EMBEDDING_CACHE_TTL_SECONDS)
-    except Exception:
-        logger.warning("embedding cache unavailable (write)", exc_info=True)
+        call_guarded(REDIS, cache.set_many, values,
+                     timeout=settings.EMBEDDING_CACHE_TTL_SECONDS)
+    except Exception as exc:
+        logger.warning("embedding cache unavailable (write): %s", exc)
+        mark_degraded("cache")
+
+
+def _encode(texts: list[str]) -> np.ndarray:
+    try:
+        return _embedder.encode(texts)
+    except MemoryServiceError:
+        raise  # PROVIDER_ERROR / RATE_LIMITED from a remote provider, already classified
+    except Exception as exc:
+        logger.exception("embedding failed")
+        raise EmbeddingFailed(f"Embedding generation failed: {type(exc).__name__}.") from exc
 
 
 def embed_texts(
@@ -142,6 +164,9 @@ def embed_texts(
 
     Raises:
         EmbeddingFailed: the model raised or returned vectors of the wrong shape.
+        ProviderError: a remote provider kept failing after its retries (retryable).
+        RateLimited: a remote provider is rate limiting (``details.retryAfter``).
+        BackendCircuitOpen: the embedding backend's circuit is open (retryable).
     """
     keys = [_cache_key(tenant_id, content_hash(t), kind) for t in texts]
     found: dict[str, np.ndarray] = {}
@@ -157,11 +182,7 @@ def embed_texts(
     to_embed = {k: t for k, t in zip(keys, texts, strict=True) if k not in found}
     generated: set[str] = set()
     if to_embed:
-        try:
-            vectors = _embedder.encode(list(to_embed.values()))
-        except Exception as exc:
-            logger.exception("embedding failed")
-            raise EmbeddingFailed(f"Embedding generation failed: {type(exc).__name__}.") from exc
+        vectors = call_guarded(EMBEDDING, _encode, list(to_embed.values()))
         if vectors.shape != (len(to_embed), _embedder.dimensions):
             raise EmbeddingFailed(f"Embedder returned shape {vectors.shape}.")
         if not np.isfinite(vectors).all():

@@ -10,7 +10,8 @@ from pgvector.django import HnswIndex, VectorField
 from uuid6 import uuid7
 
 from memories.layers import Layer
-from tenants.managers import TenantOwnedModel
+from tenants.context import require_context
+from tenants.managers import TenantOwnedModel, TenantScopedManager
 
 EMBEDDING_DIMENSIONS = 384  # all-MiniLM-L6-v2
 
@@ -29,6 +30,18 @@ class State(models.TextChoices):
     ACTIVE = "active"
     ARCHIVED = "archived"
     DELETED = "deleted"
+
+
+class MemoryManager(TenantScopedManager["Memory"]):
+    """The tenant-scoped manager, narrowed further to what a restricted API key may touch
+    (``memories.scoping.restriction_q``)."""
+
+    def get_queryset(self) -> models.QuerySet[Memory]:
+        from memories.scoping import restriction_q  # scoping builds on this module
+
+        queryset = super().get_queryset()
+        q = restriction_q(require_context())
+        return queryset if q is None else queryset.filter(q)
 
 
 class Memory(TenantOwnedModel):
@@ -110,6 +123,8 @@ class Memory(TenantOwnedModel):
     restored_at = models.DateTimeField(null=True, blank=True)
     feedback_count = models.PositiveIntegerField(default=0, db_default=0)
     reward_sum = models.FloatField(default=0.0, db_default=0.0)
+
+    objects: MemoryManager = MemoryManager()
 
     class Meta:
         indexes = [

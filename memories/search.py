@@ -41,7 +41,7 @@ from memories.filters import MetadataFilter
 from memories.keyword import bm25
 from memories.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
 from memories.models import Kind, Memory
-from memories.scoping import layer_queryset, resolve_identifiers
+from memories.scoping import allowed_layers_of, check_layer, layer_queryset, resolve_identifiers
 from memory_project.errors import InvalidInput, QueryTooLong
 from tenants.context import TenantContext
 from tenants.models import Tenant
@@ -323,8 +323,10 @@ def search_candidates(ctx: TenantContext, request: SearchRequest) -> SearchResul
     identifiers = resolve_identifiers(ctx, request.identifiers)
     if request.layers:
         layers = list(dict.fromkeys(parse_layer(x) for x in request.layers))
+        for layer in layers:
+            check_layer(ctx, layer)
     else:
-        layers = accessible_layers(identifiers)
+        layers = allowed_layers_of(ctx, accessible_layers(identifiers))
     bases = [(layer, layer_queryset(layer, identifiers)) for layer in layers]
     started = time.perf_counter()
     vector = embed_query(ctx.tenant_id, query) if request.mode != Mode.KEYWORD else None

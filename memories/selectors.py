@@ -14,7 +14,7 @@ from memories.filters import MetadataFilter
 from memories.history import history_list
 from memories.layers import LayerIdentifiers, parse_layer
 from memories.models import Memory, MemoryHistory, State
-from memories.scoping import layer_queryset, resolve_identifiers
+from memories.scoping import check_layer, layer_queryset, resolve_identifiers
 from memory_project.errors import InvalidInput, MemoryNotFound
 from tenants.context import TenantContext, tenant_scope
 
@@ -88,7 +88,9 @@ def memory_list(
     """
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidInput(f"limit must be within 1..{MAX_PAGE_SIZE}.", operation="memory.list")
-    scoped = layer_queryset(parse_layer(layer), resolve_identifiers(ctx, identifiers))
+    parsed = parse_layer(layer)
+    check_layer(ctx, parsed)
+    scoped = layer_queryset(parsed, resolve_identifiers(ctx, identifiers))
     if metadata_filter is not None:
         scoped = metadata_filter.apply(scoped)
     page_qs = scoped.order_by("-id")
@@ -119,7 +121,9 @@ def memory_history(ctx: TenantContext, *, memory_id: Any) -> list[MemoryHistory]
     pk = _parse_id(memory_id)
     if pk is not None:
         rows = history_list(pk)
-        if rows or Memory.objects.filter(pk=pk).exists():
+        visible = Memory.objects.filter(pk=pk).exists()
+        # A restricted key reads the history of memories it can see, never of erased ones.
+        if visible or (rows and not ctx.is_restricted):
             return rows
         audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
     raise MemoryNotFound(operation="memory.history", details={"id": str(memory_id)})

@@ -20,7 +20,7 @@ from memories.filters import SOURCE_TYPES
 from memories.history import history_added, history_record, history_row
 from memories.layers import LayerIdentifiers, parse_layer, require_identifiers
 from memories.models import HistoryAction, Kind, Memory, State
-from memories.scoping import resolve_identifiers
+from memories.scoping import check_layer, resolve_identifiers
 from memory_project.errors import (
     ContentTooLong,
     InvalidInput,
@@ -144,6 +144,7 @@ def validate_metadata(metadata: Any, *, operation: str) -> dict[str, Any]:
 def _build(ctx: TenantContext, item: MemoryInput, operation: str,
            policies: list[Policy] | None) -> Memory:
     layer = parse_layer(item.layer)
+    check_layer(ctx, layer)
     identifiers = resolve_identifiers(ctx, item.identifiers)
     require_identifiers(layer, identifiers)
     content = validate_content(item.content, operation=operation)

@@ -72,3 +72,18 @@ def tenant_job(job: str, tenant_id: str) -> dict[str, Any]:
         result = _resolve(job)(ctx)
     logger.info("job %s for tenant %s: %s", job, tenant.slug, result)
     return result
+
+
+@shared_task(name="memories.memory_reembed", **TASK_OPTIONS)
+def memory_reembed(tenant_id: str, memory_ids: list[str]) -> dict[str, Any]:
+    """Re-embed a batch of one tenant's memories with the current model
+    (``memories.reembed.memories_reembed``: idempotent, exactly once in effect even when the
+    message is delivered again after a worker died)."""
+    from memories.reembed import memories_reembed
+
+    tenant = Tenant.objects.filter(pk=tenant_id, is_active=True).first()
+    if tenant is None:
+        return {"skipped": True}
+    ctx = system_context(tenant, "job:reembed")
+    with tenant_scope(ctx):
+        return memories_reembed(ctx, memory_ids=memory_ids)

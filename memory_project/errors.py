@@ -6,15 +6,19 @@ Every error leaves the API as::
 
 Codes follow seed 001 ("Error Handling": ``MemoryErrorCode``) plus the few an HTTP API needs
 on top (``INVALID_INPUT``, ``NOT_FOUND``, ``VERSION_CONFLICT``, ``PAYLOAD_TOO_LARGE``,
-``METHOD_NOT_ALLOWED``, ``INTERNAL_ERROR``).
+``METHOD_NOT_ALLOWED``, ``INTERNAL_ERROR``, and for backends that fail
+``BACKEND_CIRCUIT_OPEN`` (seed 001 "Backend Circuit Breaker") and ``BACKEND_UNAVAILABLE``).
+Errors whose ``details`` carry ``retryAfter`` (seconds) answer with a ``Retry-After`` header.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -216,6 +220,35 @@ class MethodNotAllowed(MemoryServiceError):
     default_message = "Method not allowed."
 
 
+class BackendCircuitOpen(MemoryServiceError):
+    """``BACKEND_CIRCUIT_OPEN`` (HTTP 503): a backend failed repeatedly and its circuit is
+    open (seed 001 "Backend Circuit Breaker"); ``details.retryAfter`` says when to retry."""
+
+    code = "BACKEND_CIRCUIT_OPEN"
+    status = 503
+    retryable = True
+    default_message = "A backend is failing; its circuit is open."
+
+
+class BackendUnavailable(MemoryServiceError):
+    """``BACKEND_UNAVAILABLE`` (HTTP 503): the database could not be reached or the
+    connection broke mid-request; nothing was committed. Retry after ``details.retryAfter``."""
+
+    code = "BACKEND_UNAVAILABLE"
+    status = 503
+    retryable = True
+    default_message = "The database is unavailable; retry shortly."
+
+
+#: Seconds a client should wait after losing the database connection.
+DATABASE_RETRY_AFTER_SECONDS = 2
+
+
+def _database_unavailable() -> BackendUnavailable:
+    return BackendUnavailable(details={"backend": "database",
+                                       "retryAfter": DATABASE_RETRY_AFTER_SECONDS})
+
+
 def _operation(context: dict[str, Any]) -> str:
     view = context.get("view")
     if view is None:
@@ -255,6 +288,9 @@ def _from_drf(exc: Exception) -> MemoryServiceError:
         return err
     if isinstance(exc, RequestDataTooBig):
         return PayloadTooLarge()
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        logger.warning("database unavailable: %s", exc)
+        return _database_unavailable()
     if isinstance(exc, RecursionError):
         # Only input nested thousands of levels deep gets here (the JSON parser, validators).
         return InvalidInput("The request is nested too deeply.")
@@ -266,17 +302,23 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     err = exc if isinstance(exc, MemoryServiceError) else _from_drf(exc)
     if type(err) is MemoryServiceError:
         logger.exception("unhandled error in %s", _operation(context), exc_info=exc)
-    headers: dict[str, str] = {}
-    if isinstance(err, RateLimited) and err.details.get("retryAfter"):
-        headers["Retry-After"] = str(int(err.details["retryAfter"]) or 1)
+    headers = _headers(err)
     if err.status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="memory"'
     return Response(err.envelope(_operation(context)), status=err.status, headers=headers)
 
 
+def _headers(err: MemoryServiceError) -> dict[str, str]:
+    retry_after = err.details.get("retryAfter") if err.retryable else None
+    if retry_after:
+        return {"Retry-After": str(max(1, int(float(retry_after) + 0.999)))}
+    return {}
+
+
 def envelope_response(err: MemoryServiceError, operation: str = "") -> JsonResponse:
-    """The envelope as a plain Django response, for code outside DRF views."""
-    return JsonResponse(err.envelope(operation), status=err.status)
+    """The envelope as a plain Django response, for code outside DRF views (with
+    ``Retry-After`` when the error carries ``details.retryAfter``)."""
+    return JsonResponse(err.envelope(operation), status=err.status, headers=_headers(err))
 
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
@@ -285,5 +327,14 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Json
 
 
 def handler500(request: HttpRequest) -> JsonResponse:
-    """Last resort: an unhandled error still answers with the envelope."""
+    """Last resort: an unhandled error still answers with the envelope.
+
+    A lost database connection outside a DRF view (e.g. when the request transaction
+    opens) answers 503 ``BACKEND_UNAVAILABLE`` with ``Retry-After``, not 500.
+    """
+    exc = sys.exc_info()[1]
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return envelope_response(_database_unavailable())
+    if isinstance(exc, MemoryServiceError):
+        return envelope_response(exc)
     return envelope_response(MemoryServiceError())

@@ -74,6 +74,11 @@ CACHES = {
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "memsvc"),
         "TIMEOUT": 3600,
+        # A stopped Redis must cost a request at most this long (then the cache is skipped).
+        "OPTIONS": {
+            "socket_connect_timeout": env_float("REDIS_SOCKET_TIMEOUT_SECONDS", 1.0),
+            "socket_timeout": env_float("REDIS_SOCKET_TIMEOUT_SECONDS", 1.0),
+        },
     }
 }
 
@@ -88,6 +93,11 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A message whose worker died unacknowledged is delivered again after this many seconds
+# (kombu's Redis transport); it must exceed the longest task.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600),
+}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
@@ -118,6 +128,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memory_project.middleware.BodySizeLimitMiddleware",
+    "memory_project.resilience.DegradedHeaderMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -172,6 +183,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memory_project.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_THROTTLE_CLASSES": ["memory_project.ratelimit.ApiKeyRateThrottle"],
 }
 
 SPECTACULAR_SETTINGS = {
@@ -205,6 +217,27 @@ EMBEDDING_CACHE_TTL_SECONDS = env_int("EMBEDDING_CACHE_TTL_SECONDS", 7 * 24 * 36
 DEMO_TENANT_NAME = env_str("DEMO_TENANT_NAME", "demo")
 PII_PHONE_REGIONS = env_list("PII_PHONE_REGIONS", ["US", "GB", "DE", "FR"])
 POLICY_REGEX_TIMEOUT_SECONDS = env_float("POLICY_REGEX_TIMEOUT_SECONDS", 0.05)
+
+# --- resilience (README "Resilience") --------------------------------------------------------
+# Circuit breakers, seed 001 "Backend Circuit Breaker": 5 failures in 60 s open; 30 s half-open.
+CIRCUIT_BREAKER_FAIL_MAX = env_int("CIRCUIT_BREAKER_FAIL_MAX", 5)
+CIRCUIT_BREAKER_WINDOW_SECONDS = env_float("CIRCUIT_BREAKER_WINDOW_SECONDS", 60.0)
+CIRCUIT_BREAKER_RESET_SECONDS = env_float("CIRCUIT_BREAKER_RESET_SECONDS", 30.0)
+# Provider retries, seed 001 "Retry Strategy": 3 attempts, 1 s doubling up to 30 s.
+PROVIDER_RETRY_MAX_ATTEMPTS = env_int("PROVIDER_RETRY_MAX_ATTEMPTS", 3)
+PROVIDER_RETRY_INITIAL_SECONDS = env_float("PROVIDER_RETRY_INITIAL_SECONDS", 1.0)
+PROVIDER_RETRY_MAX_SECONDS = env_float("PROVIDER_RETRY_MAX_SECONDS", 30.0)
+# A provider's Retry-After longer than this is not waited for (the client gets RATE_LIMITED).
+PROVIDER_MAX_RETRY_AFTER_SECONDS = env_float("PROVIDER_MAX_RETRY_AFTER_SECONDS", 30.0)
+# Embedding provider: "local" (bundled model) or "openai" (an OpenAI-compatible HTTP API).
+EMBEDDING_PROVIDER = env_str("EMBEDDING_PROVIDER", "local")
+EMBEDDING_API_URL = env_str("EMBEDDING_API_URL", "")  # e.g. http://127.0.0.1:8080/v1
+EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")
+EMBEDDING_API_MODEL = env_str("EMBEDDING_API_MODEL", "all-MiniLM-L6-v2")
+EMBEDDING_API_TIMEOUT_SECONDS = env_float("EMBEDDING_API_TIMEOUT_SECONDS", 10.0)
+# Per-API-key rate limit (fixed window in Redis); 0 disables. A key's own limit wins.
+RATE_LIMIT_REQUESTS = env_int("RATE_LIMIT_REQUESTS", 600)
+RATE_LIMIT_WINDOW_SECONDS = env_int("RATE_LIMIT_WINDOW_SECONDS", 60)
 
 LOGGING = {
     "version": 1,

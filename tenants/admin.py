@@ -67,7 +67,8 @@ class ApiKeyAdmin(TenantOwnedAdmin):
         if obj is None:
             return ()
         return ("tenant", "prefix", "key_hash", "roles", "created_at", "created_by",
-                "expires_at", "revoked_at", "last_used_at")
+                "expires_at", "revoked_at", "last_used_at", "allowed_layers",
+                "pinned_identifiers", "rate_limit")
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:

@@ -38,6 +38,11 @@ class TenantContext:
         principal: ``"api_key:<prefix>"``, ``"user:<username>"`` or ``"system:<name>"``.
         roles: role names of the principal (``"admin"``, ``"writer"``, ``"reader"``, ...).
         api_key_id: the API key used, when the principal is one.
+        allowed_layers: the layers a restricted key may touch; empty means every layer.
+        pinned_identifiers: ``(("userId", "u1"), ...)``: identifiers a restricted key is
+            bound to; calls may omit them (they are filled in) but not name other values.
+        rate_limit: the key's own request limit per rate-limit window, ``None`` for the
+            service default.
     """
 
     tenant_id: uuid.UUID
@@ -45,6 +50,14 @@ class TenantContext:
     principal: str
     roles: frozenset[str] = field(default_factory=frozenset)
     api_key_id: uuid.UUID | None = None
+    allowed_layers: frozenset[str] = field(default_factory=frozenset)
+    pinned_identifiers: tuple[tuple[str, str], ...] = ()
+    rate_limit: int | None = None
+
+    @property
+    def is_restricted(self) -> bool:
+        """``True`` when the key is limited to some layers or identifiers."""
+        return bool(self.allowed_layers or self.pinned_identifiers)
 
     @property
     def is_authenticated(self) -> bool:

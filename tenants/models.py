@@ -106,6 +106,16 @@ class ApiKey(TenantOwnedModel):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Restrictions (README "Restricted API keys"): empty means unrestricted.
+    allowed_layers = models.JSONField(
+        default=list, blank=True, help_text='Layers the key may touch, e.g. ["user"]; '
+        "empty: every layer.")
+    pinned_identifiers = models.JSONField(
+        default=dict, blank=True, help_text='Identifiers the key is bound to, e.g. '
+        '{"userId": "u1"}; empty: none.')
+    rate_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests per rate-limit window; empty: the "
+        "service default (RATE_LIMIT_REQUESTS).")
 
     class Meta:
         ordering = ["-created_at"]

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from memory_project.errors import InvalidInput, InvalidTenantContext, NotFound
+from memory_project.errors import InvalidInput, InvalidTenantContext, NotFound, Unauthorized
 from tenants.context import API_KEY_PREFIX_GUC, TenantContext, set_guc
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
 
@@ -67,12 +67,31 @@ def api_key_create(
     name: str = "",
     roles: list[str] | None = None,
     expires_at: datetime | None = None,
+    allowed_layers: list[str] | None = None,
+    pinned_identifiers: dict[str, str] | None = None,
+    rate_limit: int | None = None,
 ) -> tuple[ApiKey, str]:
     """Create an API key for ``ctx``'s tenant.
 
+    Args:
+        allowed_layers: layer names the key may touch (empty/None: every layer).
+        pinned_identifiers: camelCase identifiers the key is bound to (``{"userId": "u1"}``).
+        rate_limit: requests per rate-limit window (None: the service default).
+
+    A restricted creator (``ctx.is_restricted``) cannot create a wider key: the new key
+    keeps every pin of the creator and only layers the creator has; a creator's own rate
+    limit is an upper bound too (see :func:`restriction_narrowed`).
+
     Returns:
         ``(api_key, raw_key)``; ``raw_key`` exists only here and is never stored.
+
+    Raises:
+        InvalidInput: unknown layer or identifier name, empty identifier value.
+        Unauthorized: the key would be wider than the creator's.
     """
+    layers, pins, rate_limit = restriction_narrowed(
+        ctx, allowed_layers=allowed_layers or [], pinned_identifiers=pinned_identifiers or {},
+        rate_limit=rate_limit)
     lookup = "".join(secrets.choice(_LOOKUP_ALPHABET) for _ in range(PREFIX_LENGTH - 4))
     raw_key = f"{KEY_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
     key = ApiKey.objects.create(
@@ -83,9 +102,63 @@ def api_key_create(
         roles=roles or ["admin"],
         created_by=ctx.principal,
         expires_at=expires_at,
+        allowed_layers=layers,
+        pinned_identifiers=pins,
+        rate_limit=rate_limit,
     )
     _audit(ctx, "api_key_created", key)
     return key, raw_key
+
+
+def restriction_narrowed(
+    ctx: TenantContext, *, allowed_layers: list[str], pinned_identifiers: dict[str, str],
+    rate_limit: int | None,
+) -> tuple[list[str], dict[str, str], int | None]:
+    """Validate a new key's restrictions against its creator ``ctx``.
+
+    An unrestricted creator may create any key. A restricted one: the new key inherits the
+    creator's layers when it names none (and may name only a subset), inherits every pin
+    (and may add pins, not change them), and inherits the creator's rate limit as a bound.
+
+    Returns:
+        ``(layers, pins, rate_limit)`` as they are stored.
+
+    Raises:
+        InvalidInput: unknown layer or identifier, or an empty identifier value.
+        Unauthorized: the new key would reach something the creator cannot.
+    """
+    from memories.layers import IDENTIFIER_FIELDS, Layer  # memories builds on tenants
+
+    layer_names = {layer.value for layer in Layer}
+    unknown = sorted(set(allowed_layers) - layer_names)
+    if unknown:
+        raise InvalidInput(f"Unknown layer(s): {', '.join(unknown)}.",
+                           details={"allowed": sorted(layer_names)})
+    bad = sorted(k for k, v in pinned_identifiers.items()
+                 if k not in IDENTIFIER_FIELDS or not isinstance(v, str) or not v.strip())
+    if bad:
+        raise InvalidInput(f"Invalid identifier pin(s): {', '.join(bad)}.",
+                           details={"allowed": list(IDENTIFIER_FIELDS)})
+    if rate_limit is not None and rate_limit < 1:
+        raise InvalidInput("rate_limit must be a positive number of requests.")
+    layers = sorted(set(allowed_layers))
+    pins = dict(pinned_identifiers)
+    if ctx.allowed_layers:
+        if not layers:
+            layers = sorted(ctx.allowed_layers)
+        elif not set(layers) <= ctx.allowed_layers:
+            raise Unauthorized("A restricted key cannot create a key for other layers.",
+                               details={"allowedLayers": sorted(ctx.allowed_layers)})
+    for name, value in ctx.pinned_identifiers:
+        if pins.setdefault(name, value) != value:
+            raise Unauthorized(f"A key pinned to {name}={value!r} cannot create a key for "
+                               "another value.")
+    if ctx.rate_limit is not None:
+        if rate_limit is None:
+            rate_limit = ctx.rate_limit
+        elif rate_limit > ctx.rate_limit:
+            raise Unauthorized("A key cannot create a key with a higher rate limit.")
+    return layers, pins, rate_limit
 
 
 @transaction.atomic
@@ -141,6 +214,9 @@ def api_key_authenticate(raw_key: str) -> TenantContext:
         principal=f"api_key:{key.prefix}",
         roles=frozenset(key.roles or []),
         api_key_id=key.id,
+        allowed_layers=frozenset(key.allowed_layers or []),
+        pinned_identifiers=tuple(sorted((key.pinned_identifiers or {}).items())),
+        rate_limit=key.rate_limit,
     )
     return ctx
 

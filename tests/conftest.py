@@ -78,6 +78,18 @@ def tenant_b(db: Any) -> TenantFixture:
     return make_tenant("Globex")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_breakers() -> Iterator[None]:
+    """Circuit breakers and the rate limiter's client are per process: start each test
+    with closed circuits, so one test's failures cannot open another's."""
+    from memory_project import ratelimit, resilience
+
+    resilience.reset_breakers()
+    ratelimit.reset_client()
+    yield
+    resilience.reset_breakers()
+
+
 @pytest.fixture
 def anon() -> APIClient:
     return APIClient()

@@ -1,4 +1,5 @@
-"""``manage.py create_api_key TENANT [--name N] [--expires-days D]``: print a new API key."""
+"""``manage.py create_api_key TENANT [--name N] [--expires-days D] [--role R]
+[--layer L ...] [--identifier NAME=VALUE ...] [--rate-limit N]``: print a new API key."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from memory_project.errors import MemoryServiceError
 from tenants import services
 from tenants.context import tenant_scope
 from tenants.models import Tenant
@@ -37,13 +39,31 @@ class Command(BaseCommand):
                             choices=["admin", "reviewer", "reader"],
                             help="repeatable; default admin. reviewer: the review queue; "
                                  "reader: no governance endpoints")
+        parser.add_argument("--layer", action="append", dest="layers", default=[],
+                            help="repeatable; restrict the key to these layers")
+        parser.add_argument("--identifier", action="append", dest="pins", default=[],
+                            metavar="NAME=VALUE",
+                            help="repeatable; bind the key to an identifier, e.g. userId=u1")
+        parser.add_argument("--rate-limit", type=int, default=None,
+                            help="requests per rate-limit window (default: RATE_LIMIT_REQUESTS)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = find_tenant(options["tenant"])
         expires = options["expires_days"]
         expires_at = timezone.now() + timedelta(days=expires) if expires else None
+        pins: dict[str, str] = {}
+        for pin in options["pins"]:
+            name, sep, value = pin.partition("=")
+            if not sep:
+                raise CommandError(f"--identifier {pin!r}: expected NAME=VALUE, e.g. userId=u1")
+            pins[name.strip()] = value.strip()
         ctx = services.system_context(tenant, "create_api_key")
-        with tenant_scope(ctx):
-            key, raw_key = services.api_key_create(ctx, name=options["name"], expires_at=expires_at,
-                                                   roles=options["roles"])
+        try:
+            with tenant_scope(ctx):
+                key, raw_key = services.api_key_create(
+                    ctx, name=options["name"], expires_at=expires_at, roles=options["roles"],
+                    allowed_layers=options["layers"], pinned_identifiers=pins,
+                    rate_limit=options["rate_limit"])
+        except MemoryServiceError as exc:
+            raise CommandError(exc.message) from exc
         self.stdout.write(f"api key for {tenant.slug} (prefix {key.prefix}, shown once): {raw_key}")

@@ -1,0 +1,47 @@
+"""Re-embedding: give memories whose vector came from another model the current model's.
+
+Needed after switching the embedding model or provider (``EMBEDDING_PROVIDER``): vectors
+of two models cannot be compared, so every memory must be re-embedded once. The Celery task
+``memories.memory_reembed`` runs :func:`memories_reembed` in batches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from memories.embeddings import embed_texts, get_embedder
+from memories.models import Memory
+from tenants.context import TenantContext
+
+
+def memories_reembed(ctx: TenantContext, *, memory_ids: list[Any]) -> dict[str, int]:
+    """Re-embed those of ``memory_ids`` whose ``embedding_model`` is not the current one.
+
+    Idempotent and safe to run twice at once: each memory is locked (``SELECT ... FOR
+    UPDATE``) and skipped when it already has the current model's vector, so a retried or
+    redelivered batch changes nothing twice (``version`` moves by exactly one per memory).
+    Each memory commits on its own, so a batch interrupted half-way keeps its progress.
+
+    Returns:
+        ``{"reembedded": n, "skipped": m}``.
+
+    Raises:
+        EmbeddingFailed, ProviderError, BackendCircuitOpen: the embedder failed (the memory
+            is left as it was).
+    """
+    model = get_embedder().model_name
+    done = 0
+    for pk in memory_ids:
+        with transaction.atomic():
+            memory = (Memory.objects.select_for_update().filter(pk=pk)
+                      .exclude(embedding_model=model).only("id", "content").first())
+            if memory is None:
+                continue
+            (vector, _), = embed_texts(ctx.tenant_id, [memory.content])
+            Memory.objects.filter(pk=pk).update(embedding=vector, embedding_model=model,
+                                                version=F("version") + 1)
+            done += 1
+    return {"reembedded": done, "skipped": len(memory_ids) - done}
