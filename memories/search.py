@@ -142,8 +142,8 @@ def scope_filter(scope: str | None) -> Q:
     )
 
 
-#: Columns never needed to rank or to answer.
-_LIGHT = ("embedding", "search_vector", "term_frequencies", "context")
+#: Columns never needed to rank or to answer (``context`` is part of the answer).
+_LIGHT = ("embedding", "search_vector", "term_frequencies")
 
 
 #: Per scope (its SQL), how the last semantic ranking succeeded: the ``hnsw.ef_search`` to

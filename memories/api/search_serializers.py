@@ -93,30 +93,39 @@ class RecallRequestSerializer(_RetrievalSerializer):
         return RecallRequest(topic=topic, min_confidence=data.get("minConfidence"), **common)
 
 
-def search_result(cand: Candidate) -> dict[str, Any]:
-    """One search result: the memory, its score, layer and the parts of the score."""
-    return {
-        "memory": MemorySerializer(cand.memory).data,
-        "score": cand.score,
-        "layer": cand.layer.value,
-        "similarity": cand.similarity,
-        "semanticRank": cand.semantic_rank,
-        "keywordScore": cand.keyword_score,
-        "keywordRank": cand.keyword_rank,
-        "rrf": cand.rrf,
-    }
+def search_results(found: list[Candidate]) -> list[dict[str, Any]]:
+    """Search results: each memory, its score, layer and the parts of the score (the
+    memories serialized together: DRF builds a serializer's fields once per list)."""
+    memories = MemorySerializer([c.memory for c in found], many=True).data
+    return [
+        {
+            "memory": memory,
+            "score": cand.score,
+            "layer": cand.layer.value,
+            "similarity": cand.similarity,
+            "semanticRank": cand.semantic_rank,
+            "keywordScore": cand.keyword_score,
+            "keywordRank": cand.keyword_rank,
+            "rrf": cand.rrf,
+        }
+        for cand, memory in zip(found, memories, strict=True)
+    ]
 
 
-def recall_result(item: Recalled) -> dict[str, Any]:
-    """One recalled memory with every part of its composite score."""
-    return {
-        "memory": MemorySerializer(item.candidate.memory).data,
-        "score": item.score,
-        "layer": item.candidate.layer.value,
-        "relevance": item.relevance,
-        "importance": item.importance,
-        "recency": item.recency,
-        "effectiveConfidence": item.effective_confidence,
-        "similarity": item.candidate.similarity,
-        "keywordScore": item.candidate.keyword_score,
-    }
+def recall_results(recalled: list[Recalled]) -> list[dict[str, Any]]:
+    """Recalled memories, each with every part of its composite score."""
+    memories = MemorySerializer([r.candidate.memory for r in recalled], many=True).data
+    return [
+        {
+            "memory": memory,
+            "score": item.score,
+            "layer": item.candidate.layer.value,
+            "relevance": item.relevance,
+            "importance": item.importance,
+            "recency": item.recency,
+            "effectiveConfidence": item.effective_confidence,
+            "similarity": item.candidate.similarity,
+            "keywordScore": item.candidate.keyword_score,
+        }
+        for item, memory in zip(recalled, memories, strict=True)
+    ]

@@ -20,8 +20,8 @@ from memories import access, deletion, feedback, selectors, services
 from memories.api.search_serializers import (
     RecallRequestSerializer,
     SearchRequestSerializer,
-    recall_result,
-    search_result,
+    recall_results,
+    search_results,
 )
 from memories.api.serializers import (
     BulkAddSerializer,
@@ -107,9 +107,14 @@ def _if_match(request: Request) -> int | None:
 
 
 def _memory(memory: Memory, request: Request) -> dict[str, Any]:
+    return _memories([memory], request)[0]
+
+
+def _memories(memories: list[Memory], request: Request) -> list[dict[str, Any]]:
+    """Memories as the API shows them, serialized together (DRF builds fields once)."""
     with_embedding = request.query_params.get("includeEmbedding") in ("true", "1")
     serializer = MemoryWithEmbeddingSerializer if with_embedding else MemorySerializer
-    return serializer(memory).data
+    return list(serializer(memories, many=True).data)
 
 
 IDENTIFIER_PARAMS = [
@@ -329,7 +334,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
             metadata_filter=MetadataFilter.from_query_params(params),
         )
         return Response({
-            "memories": [_memory(m, request) for m in page.memories],
+            "memories": _memories(page.memories, request),
             "nextCursor": page.next_cursor,
             "totalCount": page.total_count,
         })
@@ -349,7 +354,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         found = memory_search(ctx, body.to_request())
         access.memory_references_record(ctx, memory_ids=[c.memory.pk for c in found.results])
         response = Response({
-            "results": [search_result(c) for c in found.results],
+            "results": search_results(found.results),
             "totalCount": found.total_count,
             "searchedLayers": [layer.value for layer in found.searched_layers],
         })
@@ -370,7 +375,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         access.memory_references_record(
             ctx, memory_ids=[r.candidate.memory.pk for r in recalled]
         )
-        return Response({"results": [recall_result(r) for r in recalled]})
+        return Response({"results": recall_results(recalled)})
 
 
 class CapabilitiesView(APIView):
