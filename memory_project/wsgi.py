@@ -1,10 +1,27 @@
-"""WSGI entry point, served by gunicorn (see ``run_stack``)."""
+"""WSGI entry point, served by gunicorn (see ``run_stack``).
+
+Each worker loads the local embedding model when it boots (``EMBEDDING_WARMUP``, on by
+default), so the first request does not wait seconds for it, and then freezes the objects
+it holds (``gc.freeze``): the model's hundreds of thousands of objects leave the cyclic
+garbage collector's view, whose full collections would otherwise stall a request now and
+then.
+"""
 
 from __future__ import annotations
 
+import gc
 import os
 
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_project.settings")
 application = get_wsgi_application()
+
+from django.conf import settings  # noqa: E402  (after Django is set up)
+
+if settings.EMBEDDING_WARMUP and settings.EMBEDDING_PROVIDER == "local":
+    from memories.embeddings import get_embedder
+
+    get_embedder().encode(["warm up"])
+gc.collect()
+gc.freeze()
