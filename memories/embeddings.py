@@ -23,6 +23,8 @@ from django.conf import settings
 from django.core.cache import cache
 
 from memory_project.errors import EmbeddingFailed
+from memory_project.metrics import EMBEDDING_CACHE
+from memory_project.tracing import span
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +145,15 @@ def embed_texts(
     Raises:
         EmbeddingFailed: the model raised or returned vectors of the wrong shape.
     """
+    with span("memory.embed", **{"memory.embed.kind": kind,
+                                 "memory.embed.texts": len(texts)}) as current:
+        result = _embed_texts(tenant_id, texts, kind)
+        current.set_attribute("memory.embed.generated", sum(g for _, g in result))
+        return result
+
+
+def _embed_texts(tenant_id: uuid.UUID, texts: Sequence[str],
+                 kind: str) -> list[tuple[np.ndarray, bool]]:
     keys = [_cache_key(tenant_id, content_hash(t), kind) for t in texts]
     found: dict[str, np.ndarray] = {}
     with _local_lock:
@@ -151,9 +162,12 @@ def embed_texts(
             if vector is not None:
                 found[key] = vector
     missing = [k for k in dict.fromkeys(keys) if k not in found]
+    _count_lookups("local", hits=len(set(keys)) - len(missing), misses=len(missing))
     if missing:
-        for key, raw in _redis_get_many(missing).items():
+        from_redis = _redis_get_many(missing)
+        for key, raw in from_redis.items():
             found[key] = np.frombuffer(raw, dtype=np.float32)
+        _count_lookups("redis", hits=len(from_redis), misses=len(missing) - len(from_redis))
     to_embed = {k: t for k, t in zip(keys, texts, strict=True) if k not in found}
     generated: set[str] = set()
     if to_embed:
@@ -179,6 +193,14 @@ def embed_texts(
         result.append((found[key], key in generated and key not in seen))
         seen.add(key)
     return result
+
+
+def _count_lookups(level: str, *, hits: int, misses: int) -> None:
+    """``memory_embedding_cache_total{level, result}`` (distinct texts looked up)."""
+    if hits:
+        EMBEDDING_CACHE.labels(level=level, result="hit").inc(hits)
+    if misses:
+        EMBEDDING_CACHE.labels(level=level, result="miss").inc(misses)
 
 
 def normalize_query(text: str) -> str:

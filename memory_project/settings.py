@@ -114,6 +114,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memory_project.observability.ObservabilityMiddleware",  # request id, span, metrics, log
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memory_project.middleware.BodySizeLimitMiddleware",
@@ -124,6 +126,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "tenants.middleware.RequestTransactionMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "memory_project.urls"
@@ -201,11 +204,26 @@ DEMO_TENANT_NAME = env_str("DEMO_TENANT_NAME", "demo")
 PII_PHONE_REGIONS = env_list("PII_PHONE_REGIONS", ["US", "GB", "DE", "FR"])
 POLICY_REGEX_TIMEOUT_SECONDS = env_float("POLICY_REGEX_TIMEOUT_SECONDS", 0.05)
 
+# --- observability (README "Observability") --------------------------------------------------
+# /metrics answers a Bearer METRICS_TOKEN (when set) or a caller from these networks.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+LOG_FORMAT = env_str("LOG_FORMAT", "json")  # json | plain
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "memory_project.observability.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(trace_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["request_id"],
+                             "formatter": "plain" if LOG_FORMAT == "plain" else "json"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         # The embedded servers narrate every start and stop at INFO.
