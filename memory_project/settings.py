@@ -187,6 +187,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "memory_project.openapi.error_responses",  # the error envelope on every operation
+    ],
 }
 
 # --- memory service -----------------------------------------------------------------------
