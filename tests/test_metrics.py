@@ -11,8 +11,10 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from memories.tasks import tenant_job
 from memories.telemetry import storage_size_refresh
 from memory_project import metrics
+from memory_project.schedule import BEAT_SCHEDULE
 from tenants.context import tenant_scope
 from tests.helpers import assert_error
 
@@ -112,9 +114,10 @@ def test_it_reports_storage_size_from_the_refresh_job(tenant_a, tenant_b, client
     tenant_b.add("three", "company", identifiers={})
     deleted = tenant_b.add("four", identifiers={"userId": "u1"})
     assert tenant_b.client.delete(f"{M}/{deleted.pk}").status_code == 200
-    for fixture in (tenant_a, tenant_b):
-        with tenant_scope(fixture.ctx):
-            storage_size_refresh(fixture.ctx)
+    with tenant_scope(tenant_a.ctx):
+        assert storage_size_refresh(tenant_a.ctx) == {"user": 2}
+    assert tenant_job("storage_size", str(tenant_b.tenant.pk)) == {"company": 1}  # the job
+    assert BEAT_SCHEDULE["storage size metrics"]["job"] == "storage_size"
     samples = scrape(client)
     assert samples[("memory_storage_size", (("layer", "user"),))] == 2
     assert samples[("memory_storage_size", (("layer", "company"),))] == 1
