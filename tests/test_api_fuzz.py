@@ -80,10 +80,10 @@ def keep_test_connection() -> Any:
 def cases_report(request: pytest.FixtureRequest) -> Any:
     """Counts the generated cases per operation; prints the total once, at the end."""
     yield CASES_RUN
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"schemathesis: {sum(CASES_RUN.values())} cases over "
-                            f"{len(CASES_RUN)} operations")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\nschemathesis: {sum(CASES_RUN.values())} cases over {len(CASES_RUN)} "
+              f"operations ({EXAMPLES} examples per operation and phase)")
 
 
 schema = schemathesis.openapi.from_dict(SERVED)

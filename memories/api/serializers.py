@@ -111,7 +111,8 @@ class BulkDeleteSerializer(serializers.Serializer):
     soft delete unless ``hard`` is true (erase now)."""
 
     ids = serializers.ListField(
-        child=StrictCharField(max_length=64), allow_empty=False, min_length=1,
+        child=StrictCharField(max_length=64, allow_blank=True, trim_whitespace=False),
+        allow_empty=False, min_length=1,
         max_length=1000,
     )
     hard = StrictBooleanField(required=False, default=False)
