@@ -45,6 +45,35 @@ WRITES = {
 }
 
 
+#: Text the database can store: no NUL, no unpaired surrogate (``validation.no_nul``, and
+#: DRF's ``CharField`` refuses NUL itself).
+STORABLE_TEXT = r"^[^\x00\ud800-\udfff]*$"
+
+
+def storable_text(result: dict[str, Any], generator: Any, request: Any,
+                  public: bool) -> dict[str, Any]:
+    """drf-spectacular ``POSTPROCESSING_HOOKS`` entry: every free-text string of a request
+    body or query parameter says it cannot hold NUL or unpaired surrogates."""
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "string" and not ({"pattern", "enum", "format"} & set(node)):
+                node["pattern"] = STORABLE_TEXT
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for name, schema in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request"):
+            walk(schema)
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                walk(parameter.get("schema"))
+    return result
+
+
 def error_responses(result: dict[str, Any], generator: Any, request: Any,
                     public: bool) -> dict[str, Any]:
     """drf-spectacular ``POSTPROCESSING_HOOKS`` entry: add ``ErrorEnvelope`` responses."""

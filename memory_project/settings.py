@@ -190,6 +190,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "memory_project.openapi.error_responses",  # the error envelope on every operation
+        "memory_project.openapi.storable_text",  # no NUL in request strings
     ],
 }
 
