@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: venv run test lint bench clean
+.PHONY: venv run test lint bench fuzz clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,10 @@ run: venv
 
 test: venv
 	$(PY) -m pytest
+
+# Schemathesis with many more examples per operation than `make test` runs (minutes).
+fuzz: venv
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-100} $(PY) -m pytest tests/test_api_fuzz.py -p no:cacheprovider
 
 lint: venv
 	$(VENV)/bin/ruff check .

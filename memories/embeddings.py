@@ -23,7 +23,9 @@ from django.conf import settings
 from django.core.cache import cache
 
 from memory_project.errors import EmbeddingFailed, MemoryServiceError
+from memory_project.metrics import EMBEDDING_CACHE
 from memory_project.resilience import EMBEDDING, REDIS, call_guarded, mark_degraded
+from memory_project.tracing import span
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +170,15 @@ def embed_texts(
         RateLimited: a remote provider is rate limiting (``details.retryAfter``).
         BackendCircuitOpen: the embedding backend's circuit is open (retryable).
     """
+    with span("memory.embed", **{"memory.embed.kind": kind,
+                                 "memory.embed.texts": len(texts)}) as current:
+        result = _embed_texts(tenant_id, texts, kind)
+        current.set_attribute("memory.embed.generated", sum(g for _, g in result))
+        return result
+
+
+def _embed_texts(tenant_id: uuid.UUID, texts: Sequence[str],
+                 kind: str) -> list[tuple[np.ndarray, bool]]:
     keys = [_cache_key(tenant_id, content_hash(t), kind) for t in texts]
     found: dict[str, np.ndarray] = {}
     with _local_lock:
@@ -176,9 +187,12 @@ def embed_texts(
             if vector is not None:
                 found[key] = vector
     missing = [k for k in dict.fromkeys(keys) if k not in found]
+    _count_lookups("local", hits=len(set(keys)) - len(missing), misses=len(missing))
     if missing:
-        for key, raw in _redis_get_many(missing).items():
+        from_redis = _redis_get_many(missing)
+        for key, raw in from_redis.items():
             found[key] = np.frombuffer(raw, dtype=np.float32)
+        _count_lookups("redis", hits=len(from_redis), misses=len(missing) - len(from_redis))
     to_embed = {k: t for k, t in zip(keys, texts, strict=True) if k not in found}
     generated: set[str] = set()
     if to_embed:
@@ -200,6 +214,14 @@ def embed_texts(
         result.append((found[key], key in generated and key not in seen))
         seen.add(key)
     return result
+
+
+def _count_lookups(level: str, *, hits: int, misses: int) -> None:
+    """``memory_embedding_cache_total{level, result}`` (distinct texts looked up)."""
+    if hits:
+        EMBEDDING_CACHE.labels(level=level, result="hit").inc(hits)
+    if misses:
+        EMBEDDING_CACHE.labels(level=level, result="miss").inc(misses)
 
 
 def normalize_query(text: str) -> str:

@@ -32,6 +32,7 @@ from memories.confidence import effective_confidence
 from memories.filters import MetadataFilter
 from memories.layers import LayerIdentifiers
 from memories.search import Candidate, Mode, SearchRequest, search_candidates
+from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 from tenants.models import Tenant
@@ -152,4 +153,7 @@ def memory_recall(ctx: TenantContext, request: RecallRequest) -> list[Recalled]:
     recalled.sort(key=lambda r: (
         -r.score, -r.candidate.memory.created_at.timestamp(), str(r.candidate.memory.pk)
     ))
-    return recalled[: request.limit]
+    recalled = recalled[: request.limit]
+    results_observed(layers=found.searched_layers,
+                     result_layers=[r.candidate.layer for r in recalled])
+    return recalled

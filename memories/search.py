@@ -42,6 +42,7 @@ from memories.keyword import bm25
 from memories.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
 from memories.models import Kind, Memory
 from memories.scoping import allowed_layers_of, check_layer, layer_queryset, resolve_identifiers
+from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput, QueryTooLong
 from tenants.context import TenantContext
 from tenants.models import Tenant
@@ -296,7 +297,10 @@ def memory_search(ctx: TenantContext, request: SearchRequest) -> SearchResult:
     """
     found = search_candidates(ctx, request)
     activity_record(ctx.tenant_id, "search")
-    return replace(found, results=found.results[: request.limit])
+    found = replace(found, results=found.results[: request.limit])
+    results_observed(layers=found.searched_layers, result_layers=[
+        c.layer for c in found.results], search=True)
+    return found
 
 
 def search_candidates(ctx: TenantContext, request: SearchRequest) -> SearchResult:

@@ -15,6 +15,7 @@ from memories.history import history_list
 from memories.layers import LayerIdentifiers, parse_layer
 from memories.models import Memory, MemoryHistory, State
 from memories.scoping import check_layer, layer_queryset, resolve_identifiers
+from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput, MemoryNotFound
 from tenants.context import TenantContext, tenant_scope
 
@@ -98,6 +99,7 @@ def memory_list(
         page_qs = page_qs.filter(id__lt=decode_cursor(cursor))
     rows = list(page_qs.defer(*UNSERVED_COLUMNS)[: limit + 1])
     next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    results_observed(layers=[layer], result_layers=[m.layer for m in rows[:limit]])
     return MemoryPage(memories=rows[:limit], next_cursor=next_cursor, total_count=scoped.count())
 
 

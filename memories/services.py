@@ -21,6 +21,7 @@ from memories.history import history_added, history_record, history_row
 from memories.layers import LayerIdentifiers, parse_layer, require_identifiers
 from memories.models import HistoryAction, Kind, Memory, State
 from memories.scoping import check_layer, resolve_identifiers
+from memories.telemetry import results_observed
 from memory_project.errors import (
     ContentTooLong,
     InvalidInput,
@@ -226,6 +227,7 @@ def memory_bulk_add(ctx: TenantContext, *, items: list[MemoryInput],
     with transaction.atomic():
         Memory.objects.bulk_create(memories)
         history_added(ctx, memories)
+    results_observed(layers=[m.layer for m in memories], result_layers=[m.layer for m in memories])
     return [
         AddResult(memory=m, embedding_generated=generated)
         for m, (_, generated) in zip(memories, vectors, strict=True)

@@ -27,6 +27,7 @@ JOBS: dict[str, str] = {
     "consolidate": "memories.maintenance:consolidate",
     "prune": "memories.maintenance:prune_by_feedback",
     "sessions": "memories.lifecycle:sessions_cleanup",
+    "storage_size": "memories.telemetry:storage_size_refresh",
 }
 
 TASK_OPTIONS: dict[str, Any] = {

@@ -9,3 +9,10 @@ class MemoryProjectConfig(AppConfig):
     name = "memory_project"
     label = "memory_project"
     verbose_name = "Memory service"
+
+    def ready(self) -> None:
+        """Tracing from the ``OTEL_*`` variables (off unless ``OTEL_TRACES_EXPORTER`` names
+        an exporter)."""
+        from memory_project import tracing
+
+        tracing.configure()

@@ -204,6 +204,14 @@ class ReviewAlreadyDecided(MemoryServiceError):
     default_message = "This review item has already been decided."
 
 
+class AlreadyExists(MemoryServiceError):
+    """``ALREADY_EXISTS`` (HTTP 409): the identifier is in use in the caller's tenant."""
+
+    code = "ALREADY_EXISTS"
+    status = 409
+    default_message = "An object with this identifier exists."
+
+
 class PayloadTooLarge(MemoryServiceError):
     """``PAYLOAD_TOO_LARGE`` (HTTP 413)."""
 

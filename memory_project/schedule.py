@@ -25,6 +25,9 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # Seed 001 "Memory-R1 Pruning": memories that keep earning negative reward leave the
     # search index. Hourly.
     "feedback pruning": {"job": "prune", "crontab": {"minute": "5"}},
+    # memory_storage_size{layer} for /metrics: memories by layer, counted per tenant.
+    # Every 5 minutes.
+    "storage size metrics": {"job": "storage_size", "every_seconds": 300},
 }
 
 

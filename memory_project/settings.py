@@ -125,6 +125,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memory_project.observability.ObservabilityMiddleware",  # request id, span, metrics, log
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memory_project.middleware.BodySizeLimitMiddleware",
@@ -136,6 +138,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "tenants.middleware.RequestTransactionMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "memory_project.urls"
@@ -197,6 +200,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "memory_project.openapi.error_responses",  # the error envelope on every operation
+        "memory_project.openapi.storable_text",  # no NUL in request strings
+    ],
 }
 
 # --- memory service -----------------------------------------------------------------------
@@ -243,12 +251,26 @@ EMBEDDING_API_TIMEOUT_SECONDS = env_float("EMBEDDING_API_TIMEOUT_SECONDS", 10.0)
 # Per-API-key rate limit (fixed window in Redis); 0 disables. A key's own limit wins.
 RATE_LIMIT_REQUESTS = env_int("RATE_LIMIT_REQUESTS", 600)
 RATE_LIMIT_WINDOW_SECONDS = env_int("RATE_LIMIT_WINDOW_SECONDS", 60)
+# --- observability (README "Observability") --------------------------------------------------
+# /metrics answers a Bearer METRICS_TOKEN (when set) or a caller from these networks.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+LOG_FORMAT = env_str("LOG_FORMAT", "json")  # json | plain
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "memory_project.observability.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(trace_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["request_id"],
+                             "formatter": "plain" if LOG_FORMAT == "plain" else "json"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         # The embedded servers narrate every start and stop at INFO.

@@ -7,7 +7,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from memories.api.session_views import SessionCloseView
-from memory_project import health
+from memory_project import health, metrics
 
 urlpatterns = [
     path("health", health.health, name="health"),
@@ -17,7 +17,7 @@ urlpatterns = [
     path("api/v1/", include("governance.api.urls")),
     path("api/v1/sessions/<str:session_id>/close", SessionCloseView.as_view(),
          name="session-close"),
-    path("", include("django_prometheus.urls")),
+    path("metrics", metrics.metrics_view, name="prometheus-django-metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("admin/", admin.site.urls),

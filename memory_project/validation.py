@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 # Lone UTF-16 surrogates: JSON may spell them ("\ud800"), UTF-8 (and PostgreSQL) cannot.
@@ -56,3 +57,27 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             raise serializers.ValidationError("Not a valid string.")
         return str(super().to_internal_value(data))
+
+
+#: OpenAPI schema of a JSON object field (any keys, not null).
+JSON_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
+
+
+@extend_schema_field(JSON_OBJECT)
+class JsonObjectField(serializers.JSONField):
+    """A JSON object (``{}``); ``null`` and other JSON types are refused."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("Must be a JSON object.")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A ``BooleanField`` that accepts JSON ``true``/``false`` only (DRF's also takes
+    ``0``, ``1``, ``"yes"``, ...)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            raise serializers.ValidationError("Must be true or false.")
+        return data

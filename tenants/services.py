@@ -12,7 +12,13 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from memory_project.errors import InvalidInput, InvalidTenantContext, NotFound, Unauthorized
+from memory_project.errors import (
+    AlreadyExists,
+    InvalidInput,
+    InvalidTenantContext,
+    NotFound,
+    Unauthorized,
+)
 from tenants.context import API_KEY_PREFIX_GUC, TenantContext, set_guc
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
 
@@ -237,7 +243,7 @@ def org_create(ctx: TenantContext, *, external_id: str, name: str = "") -> Organ
         InvalidInput: the ``external_id`` is taken in this tenant.
     """
     if Organization.objects.filter(external_id=external_id).exists():
-        raise InvalidInput(f"orgId {external_id!r} exists.", operation="org.create")
+        raise AlreadyExists(f"orgId {external_id!r} exists.", operation="org.create")
     return Organization.objects.create(tenant_id=ctx.tenant_id, external_id=external_id, name=name)
 
 
@@ -252,7 +258,7 @@ def team_create(ctx: TenantContext, *, external_id: str, org_id: str, name: str 
     if org is None:
         raise InvalidInput(f"Unknown orgId {org_id!r}.", operation="team.create")
     if Team.objects.filter(external_id=external_id).exists():
-        raise InvalidInput(f"teamId {external_id!r} exists.", operation="team.create")
+        raise AlreadyExists(f"teamId {external_id!r} exists.", operation="team.create")
     return Team.objects.create(
         tenant_id=ctx.tenant_id, org=org, external_id=external_id, name=name
     )
@@ -273,7 +279,7 @@ def project_create(
         if team is None:
             raise InvalidInput(f"Unknown teamId {team_id!r}.", operation="project.create")
     if Project.objects.filter(external_id=external_id).exists():
-        raise InvalidInput(f"projectId {external_id!r} exists.", operation="project.create")
+        raise AlreadyExists(f"projectId {external_id!r} exists.", operation="project.create")
     return Project.objects.create(
         tenant_id=ctx.tenant_id, team=team, external_id=external_id, name=name
     )

@@ -9,30 +9,34 @@ A route under /api/v1/ without a case here fails ``test_it_has_a_case_for_every_
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.http import HttpResponse
-from django.urls import URLPattern, URLResolver, get_resolver
 from uuid6 import uuid7
 
 from memories.models import Memory
-from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tenants.models import Tenant
 from tests import cross_tenant_governance as governance_cases
+from tests.cross_tenant_harness import (
+    SECRET,
+    Tokens,
+    api_routes,
+    normalised,
+    populate_a,
+    populate_b,
+    streamed,
+)
+from tests.cross_tenant_harness import missing_tokens as harness_missing_tokens
 from tests.helpers import snapshot
 
 pytestmark = pytest.mark.django_db
 
 M = "/api/v1/memories"
-Tokens = dict[str, str]
 Case = Callable[[Any, Tokens], Any]
 CASES: dict[tuple[str, str], list[Case]] = defaultdict(list)
-SECRET = "Globex launches project Falcon in May"
 
 
 def case(route: str, method: str) -> Callable[[Case], Case]:
@@ -159,15 +163,6 @@ def get_capabilities(a, t):
 
 # --- lifecycle: history, restore, feedback, export, erasure ---------------------------------
 
-def streamed(response: Any) -> Any:
-    """A streaming response read to the end, as a plain response the harness can compare."""
-    if not getattr(response, "streaming", False):
-        return response
-    plain = HttpResponse(b"".join(response.streaming_content), status=response.status_code,
-                         content_type=response["Content-Type"])
-    return plain
-
-
 def own_memory_id(a: Any) -> str:
     with tenant_scope(a.ctx):
         return str(Memory.objects.order_by("id").values_list("id", flat=True).first())
@@ -263,51 +258,11 @@ ALL_CASES = [(route, fn) for route, fns in CASES.items() for fn in fns]
 
 # --- the harness ---------------------------------------------------------------------------
 
-def populate_a(a: Any) -> None:
-    with tenant_scope(a.ctx):
-        tenant_services.org_create(a.ctx, external_id="org-of-a")
-        tenant_services.team_create(a.ctx, external_id="team-of-a", org_id="org-of-a")
-    a.add("Acme's own note", identifiers={"userId": "u2"})
-
-
-def populate_b(b: Any) -> Tokens:
-    with tenant_scope(b.ctx):
-        tenant_services.org_create(b.ctx, external_id="org-of-b")
-        tenant_services.team_create(b.ctx, external_id="team-of-b", org_id="org-of-b")
-        tenant_services.project_create(b.ctx, external_id="proj-of-b", team_id="team-of-b")
-    memory = b.add(SECRET, identifiers={"userId": "u1"})
-    b.add(SECRET + " (team)", "team", identifiers={"projectId": "proj-of-b"})
-    b.add(SECRET + " (org)", "org", identifiers={"orgId": "org-of-b"})
-    b.add(SECRET + " (company)", "company", identifiers={})
-    with tenant_scope(b.ctx):
-        tenant_services.tenant_settings_update(b.ctx, patch={"search": {"defaultThreshold": 0.1}})
-    return {"memory": str(memory.pk), "org": "org-of-b", "team": "team-of-b",
-            "project": "proj-of-b", "company": b.tenant.slug, **governance_cases.populate(b)}
-
-
-def normalised(response: Any, replace: Tokens) -> Any:
-    text = response.content.decode()
-    for foreign, missing in replace.items():
-        text = text.replace(foreign, missing)
-    data = json.loads(text) if text else None
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items()
-                    if k not in ("createdAt", "updatedAt", "lastConfirmedAt")}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-    return strip(data)
-
-
 @pytest.mark.parametrize(("route", "fn"), ALL_CASES,
                          ids=[f"{r[0]}-{r[1]}-{fn.__name__}" for r, fn in ALL_CASES])
 def test_it_answers_a_foreign_object_like_a_missing_one(tenant_a, tenant_b, route, fn) -> None:
     populate_a(tenant_a)
-    missing_tokens = {"memory": str(uuid7()), "org": "org-nobody", "team": "team-nobody",
-                      "project": "proj-nobody", "company": "company-nobody",
-                      **governance_cases.MISSING}
+    missing_tokens = harness_missing_tokens()
     missing = fn(tenant_a, missing_tokens)
 
     tokens = populate_b(tenant_b)
@@ -369,29 +324,6 @@ def test_it_answers_options_and_head_alike_for_foreign_and_missing(tenant_a, ten
         assert foreign.status_code == missing.status_code
         assert foreign.status_code < 500
         assert foreign.content == missing.content
-
-
-def api_routes() -> set[tuple[str, str]]:
-    """Every (route name, HTTP method) served under /api/v1/."""
-    routes: set[tuple[str, str]] = set()
-
-    def walk(patterns: list[Any], prefix: str) -> None:
-        for pattern in patterns:
-            route = prefix + str(pattern.pattern)
-            if isinstance(pattern, URLResolver):
-                walk(pattern.url_patterns, route)
-            elif isinstance(pattern, URLPattern) and route.startswith("api/v1/"):
-                view_class = getattr(pattern.callback, "view_class", None)
-                actions = getattr(pattern.callback, "actions", None) or [
-                    m for m in ("get", "post", "put", "patch", "delete")
-                    if hasattr(view_class, m)
-                ] or ["any"]
-                # DRF serves HEAD with the GET action: covered by the GET cases
-                routes.update((pattern.name or route, method) for method in actions
-                              if method != "head")
-
-    walk(get_resolver().url_patterns, "")
-    return routes
 
 
 def test_it_has_a_case_for_every_route() -> None:

@@ -357,7 +357,7 @@ def test_it_registers_the_hierarchy(tenant_a) -> None:
     assert [t["orgId"] for t in body(tenant_a.client.get("/api/v1/teams"))] == ["o1"]
     assert body(tenant_a.client.get("/api/v1/orgs/o1"))["name"] == "Engineering"
     response = tenant_a.client.post("/api/v1/orgs", {"orgId": "o1"}, format="json")
-    assert_error(response, 400, "INVALID_INPUT")
+    assert_error(response, 409, "ALREADY_EXISTS")
     response = tenant_a.client.post("/api/v1/teams", {"teamId": "t2", "orgId": "nope"},
                                     format="json")
     assert_error(response, 400, "INVALID_INPUT")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from governance.models import AuditEntry, Policy, ReviewItem
-from memory_project.validation import StrictCharField, no_nul
+from memory_project.validation import JsonObjectField, StrictCharField, no_nul
 
 
 class PolicySerializer(serializers.ModelSerializer):
@@ -50,7 +50,7 @@ class DecisionSerializer(serializers.Serializer):
 class TrySerializer(serializers.Serializer):
     """Body of ``POST /api/v1/policies/try``: an unsaved policy and a sample text."""
 
-    policy = serializers.JSONField(validators=[no_nul])
+    policy = JsonObjectField(validators=[no_nul])
     text = StrictCharField(trim_whitespace=False, max_length=100_000, validators=[no_nul])
     layer = StrictCharField(required=False, default="user")
-    metadata = serializers.JSONField(required=False, default=dict, validators=[no_nul])
+    metadata = JsonObjectField(required=False, default=dict, validators=[no_nul])

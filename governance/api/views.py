@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
@@ -19,7 +19,8 @@ from governance.api.serializers import (
     ReviewItemSerializer,
     TrySerializer,
 )
-from memory_project.errors import Unauthorized
+from memory_project.errors import InvalidInput, Unauthorized
+from memory_project.openapi import EnvelopedListSchema
 from tenants.api.mixins import TenantScopedViewSetMixin
 from tenants.context import TenantContext, require_context
 
@@ -45,9 +46,37 @@ class NewestFirst(CursorPagination):
     page_size_query_param = "limit"
     max_page_size = 200
 
+    def get_page_size(self, request: Request) -> int:
+        """``limit``: 1..200 (default 50).
+
+        Raises:
+            InvalidInput: any other value (DRF's own would silently use the default).
+        """
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if not 1 <= size <= self.max_page_size:
+            raise InvalidInput(f"limit must be an integer within 1..{self.max_page_size}.",
+                               details={"parameter": "limit"})
+        return size
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"] = {"type": "integer", "minimum": 1,
+                                       "maximum": self.max_page_size}
+        return parameters
+
 
 class PolicyViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
     """Tenant policies: list, create, retrieve, update (PATCH), delete, and try on sample text."""
+
+    schema = EnvelopedListSchema()
 
     serializer_class = PolicySerializer
     queryset_selector = staticmethod(selectors.policy_list)
@@ -57,6 +86,8 @@ class PolicyViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
                       "retrieve": "policy.get", "partial_update": "policy.update",
                       "destroy": "policy.delete", "try_it": "policy.try"}
 
+    @extend_schema(responses={200: inline_serializer("PolicyList", {
+        "policies": PolicySerializer(many=True)})})
     def list(self, request: Request) -> Response:
         return Response({"policies": PolicySerializer(self.get_queryset(), many=True).data})
 

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from memories.api.serializers import IdentifiersField, MemorySerializer, _finite
+from memories.api.serializers import (
+    IdentifiersField,
+    LayerField,
+    MemorySerializer,
+    _finite,
+)
 from memories.filters import OPERATORS, MetadataFilter
 from memories.layers import LayerIdentifiers
 from memories.recall import Recalled, RecallRequest
-from memories.search import Candidate, SearchRequest
+from memories.search import MAX_LIMIT, Candidate, Mode, SearchRequest
 from memory_project.errors import InvalidInput
+from memory_project.validation import JSON_OBJECT
 
 
 def _known_operators(spec: Any) -> Any:
@@ -35,13 +42,22 @@ def _known_operators(spec: Any) -> Any:
     return spec
 
 
+@extend_schema_field({**JSON_OBJECT, "nullable": True})
+class FilterField(serializers.JSONField):
+    """A metadata filter object (or ``null``)."""
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT})
+class LimitField(serializers.IntegerField):
+    """``limit``: 1..100; the service answers other values with ``INVALID_INPUT``."""
+
+
 class _RetrievalSerializer(serializers.Serializer):
     identifiers = IdentifiersField(required=False, default=dict)
-    layers = serializers.ListField(child=serializers.CharField(), required=False,
-                                   allow_empty=False, max_length=7)
-    limit = serializers.IntegerField(required=False, default=10,
-                                     help_text="1..100")
-    filter = serializers.JSONField(required=False, default=None)
+    layers = serializers.ListField(child=LayerField(), required=False,
+                                   allow_empty=False, min_length=1, max_length=7)
+    limit = LimitField(required=False, default=10, help_text="1..100")
+    filter = FilterField(required=False, default=None, allow_null=True)
     scope = serializers.CharField(max_length=100, required=False, allow_null=True,
                                   default=None)
 
@@ -59,15 +75,19 @@ class _RetrievalSerializer(serializers.Serializer):
         }
 
 
+@extend_schema_field({"type": "string", "enum": [m.value for m in Mode]})
+class ModeField(serializers.CharField):
+    """The search mode; the service answers an unknown one with ``INVALID_INPUT``."""
+
+
 class SearchRequestSerializer(_RetrievalSerializer):
     """Body of ``POST /api/v1/memories/search`` (seed 001 ``SearchMemoryInput`` + seed 002)."""
 
     query = serializers.CharField(trim_whitespace=False)
     threshold = serializers.FloatField(required=False, allow_null=True, default=None,
-                                       validators=[_finite],
+                                       validators=[_finite], min_value=0, max_value=1,
                                        help_text="cosine similarity in [0, 1]; default 0.7")
-    mode = serializers.CharField(required=False, default="hybrid",
-                                 help_text="semantic | keyword | hybrid")
+    mode = ModeField(required=False, default="hybrid", help_text="semantic | keyword | hybrid")
 
     def to_request(self) -> SearchRequest:
         data = self.validated_data
@@ -82,7 +102,7 @@ class RecallRequestSerializer(_RetrievalSerializer):
     query = serializers.CharField(trim_whitespace=False, required=False,
                                   help_text="alias of topic")
     minConfidence = serializers.FloatField(required=False, allow_null=True, default=None,
-                                           validators=[_finite])
+                                           validators=[_finite], min_value=0, max_value=1)
 
     def to_request(self) -> RecallRequest:
         data = self.validated_data

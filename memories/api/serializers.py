@@ -5,14 +5,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memories.confidence import memory_confidence
-from memories.layers import Layer, LayerIdentifiers
+from memories.layers import IDENTIFIER_FIELDS, MAX_IDENTIFIER_LENGTH, Layer, LayerIdentifiers
 from memories.models import Kind, Memory, MemoryHistory
 from memories.services import MemoryInput
 from memory_project.errors import InvalidInput
-from memory_project.validation import StrictCharField, no_nul
+from memory_project.validation import (
+    JsonObjectField,
+    StrictBooleanField,
+    StrictCharField,
+    no_nul,
+)
 
 
 def _finite(value: float) -> float:
@@ -21,6 +27,21 @@ def _finite(value: float) -> float:
     return value
 
 
+IDENTIFIERS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {name: {"type": "string", "minLength": 1, "maxLength": MAX_IDENTIFIER_LENGTH,
+                          "pattern": r"^\s*\S", "nullable": True}
+                   for name in IDENTIFIER_FIELDS},
+}
+
+
+@extend_schema_field({"type": "string", "enum": [x.value for x in Layer]})
+class LayerField(StrictCharField):
+    """A layer name; the service answers an unknown one with ``INVALID_LAYER``."""
+
+
+@extend_schema_field(IDENTIFIERS_SCHEMA)
 class IdentifiersField(serializers.JSONField):
     """``{"agentId"?, "userId"?, "sessionId"?, "projectId"?, "teamId"?, "orgId"?,
     "companyId"?}``; unknown keys and empty values are rejected."""
@@ -36,9 +57,9 @@ class MemoryWriteSerializer(serializers.Serializer):
     """Body of ``POST /api/v1/memories`` (seed 001 ``AddMemoryInput``)."""
 
     content = StrictCharField(trim_whitespace=False)
-    layer = StrictCharField(help_text=f"One of: {', '.join(x.value for x in Layer)}.")
+    layer = LayerField()
     identifiers = IdentifiersField(required=False, default=dict)
-    metadata = serializers.JSONField(required=False, default=dict, validators=[no_nul])
+    metadata = JsonObjectField(required=False, default=dict, validators=[no_nul])
     context = StrictCharField(
         required=False, default="", allow_blank=True, trim_whitespace=False,
         help_text="Text around the memory that helps find it (keyword search, lower weight).",
@@ -51,8 +72,8 @@ class MemoryWriteSerializer(serializers.Serializer):
                                         validators=[_finite])
     decayRate = serializers.FloatField(min_value=0, max_value=100, default=0.0,
                                        validators=[_finite])
-    sensitive = serializers.BooleanField(default=False)
-    private = serializers.BooleanField(default=False)
+    sensitive = StrictBooleanField(default=False)
+    private = StrictBooleanField(default=False)
 
     def to_input(self) -> MemoryInput:
         return memory_input(self.validated_data)
@@ -82,7 +103,7 @@ def memory_input(data: dict[str, Any]) -> MemoryInput:
 class BulkAddSerializer(serializers.Serializer):
     """Body of ``POST /api/v1/memories/bulk``: ``{"memories": [AddMemoryInput, ...]}``."""
 
-    memories = MemoryWriteSerializer(many=True, allow_empty=False)
+    memories = MemoryWriteSerializer(many=True, allow_empty=False, min_length=1)
 
 
 class BulkDeleteSerializer(serializers.Serializer):
@@ -90,9 +111,16 @@ class BulkDeleteSerializer(serializers.Serializer):
     soft delete unless ``hard`` is true (erase now)."""
 
     ids = serializers.ListField(
-        child=serializers.CharField(max_length=64), allow_empty=False, max_length=1000
+        child=StrictCharField(max_length=64, allow_blank=True, trim_whitespace=False),
+        allow_empty=False, min_length=1,
+        max_length=1000,
     )
-    hard = serializers.BooleanField(required=False, default=False)
+    hard = StrictBooleanField(required=False, default=False)
+
+
+def documented_json(schema: dict[str, Any]) -> type[serializers.JSONField]:
+    """A ``JSONField`` documented with ``schema`` (the service checks the values)."""
+    return extend_schema_field(schema)(type("JSONField", (serializers.JSONField,), {}))
 
 
 class FeedbackSerializer(serializers.Serializer):
@@ -100,9 +128,11 @@ class FeedbackSerializer(serializers.Serializer):
     ``{"memoryIds": [str, ...], "reward": number in [-1, 1], "query"?: str}``. Only the
     shape is checked here; ``memories.feedback.validate_feedback`` checks the values."""
 
-    memoryIds = serializers.JSONField()
-    reward = serializers.JSONField()
-    query = serializers.JSONField(required=False, default=None)
+    memoryIds = documented_json({"type": "array", "minItems": 1, "maxItems": 100,
+                         "items": {"type": "string", "format": "uuid"}})()
+    reward = documented_json({"type": "number", "minimum": -1, "maximum": 1})()
+    query = documented_json({"type": "string", "nullable": True})(required=False, default=None,
+                                                                  allow_null=True)
 
 
 class MemoryUpdateSerializer(serializers.Serializer):
@@ -112,7 +142,7 @@ class MemoryUpdateSerializer(serializers.Serializer):
     """
 
     content = StrictCharField(trim_whitespace=False, required=False)
-    metadata = serializers.JSONField(required=False, validators=[no_nul])
+    metadata = JsonObjectField(required=False, validators=[no_nul])
     version = serializers.IntegerField(required=False, min_value=1)
     context = StrictCharField(required=False, allow_blank=True, trim_whitespace=False)
     kind = serializers.ChoiceField(choices=Kind.choices, required=False)
@@ -123,8 +153,8 @@ class MemoryUpdateSerializer(serializers.Serializer):
                                         validators=[_finite])
     decayRate = serializers.FloatField(min_value=0, max_value=100, required=False,
                                        validators=[_finite])
-    sensitive = serializers.BooleanField(required=False)
-    private = serializers.BooleanField(required=False)
+    sensitive = StrictBooleanField(required=False)
+    private = StrictBooleanField(required=False)
 
     FIELD_NAMES = {"context": "context", "kind": "kind", "scope": "scope",
                    "importance": "importance", "confidence": "confidence",
@@ -148,20 +178,20 @@ class MemorySerializer(serializers.ModelSerializer):
 
     identifiers = serializers.DictField(child=serializers.CharField(), read_only=True)
     decayRate = serializers.FloatField(source="decay_rate")
-    lastConfirmedAt = serializers.DateTimeField(source="last_confirmed_at")
+    lastConfirmedAt = serializers.DateTimeField(source="last_confirmed_at", allow_null=True)
     referenceCount = serializers.IntegerField(source="reference_count")
-    lastReferencedAt = serializers.DateTimeField(source="last_referenced_at")
+    lastReferencedAt = serializers.DateTimeField(source="last_referenced_at", allow_null=True)
     accessCount = serializers.IntegerField(source="access_count")
-    lastAccessedAt = serializers.DateTimeField(source="last_accessed_at")
-    deletedAt = serializers.DateTimeField(source="deleted_at")
+    lastAccessedAt = serializers.DateTimeField(source="last_accessed_at", allow_null=True)
+    deletedAt = serializers.DateTimeField(source="deleted_at", allow_null=True)
     contentHash = serializers.CharField(source="content_hash")
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
     baseImportance = serializers.SerializerMethodField()
     effectiveConfidence = serializers.SerializerMethodField()
     confidenceState = serializers.SerializerMethodField()
-    prunedAt = serializers.DateTimeField(source="pruned_at")
-    restoredAt = serializers.DateTimeField(source="restored_at")
+    prunedAt = serializers.DateTimeField(source="pruned_at", allow_null=True)
+    restoredAt = serializers.DateTimeField(source="restored_at", allow_null=True)
     feedbackCount = serializers.IntegerField(source="feedback_count")
     meanReward = serializers.SerializerMethodField()
 

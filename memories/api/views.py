@@ -34,13 +34,14 @@ from memories.api.serializers import (
     MemoryWriteSerializer,
     memory_input,
 )
-from memories.filters import MetadataFilter
-from memories.layers import IDENTIFIER_FIELDS, LayerIdentifiers
+from memories.filters import SOURCE_TYPES, MetadataFilter
+from memories.layers import IDENTIFIER_FIELDS, Layer, LayerIdentifiers
 from memories.models import Memory, State
 from memories.provider import get_provider
 from memories.recall import memory_recall
 from memories.search import memory_search
 from memory_project.errors import InvalidInput, MemoryNotFound, Unauthorized
+from memory_project.openapi import EnvelopedListSchema
 from tenants.api.mixins import TenantScopedViewSetMixin
 from tenants.context import TenantContext, require_context
 
@@ -118,7 +119,8 @@ def _memories(memories: list[Memory], request: Request) -> list[dict[str, Any]]:
 
 
 IDENTIFIER_PARAMS = [
-    OpenApiParameter(name, str, required=False, description=f"Identifier {name}.")
+    OpenApiParameter(name, str, required=False, description=f"Identifier {name}.",
+                     pattern=r"^\s*\S", allow_blank=False)
     for name in IDENTIFIER_FIELDS
 ]
 
@@ -127,6 +129,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
     """Add, bulk add, get, update, delete, bulk delete and list memories of the caller's tenant."""
 
     serializer_class = MemorySerializer
+    schema = EnvelopedListSchema()
     queryset_selector = staticmethod(_memory_queryset)
     not_found_error = MemoryNotFound
     lookup_value_regex = "[^/]+"
@@ -246,8 +249,8 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
 
     @extend_schema(
         operation_id="v1_memories_erase",
-        parameters=[OpenApiParameter(name, str, required=False) for name in
-                    deletion.ERASE_IDENTIFIERS],
+        parameters=[OpenApiParameter(name, str, required=False, pattern=r"^\s*\S",
+                                     allow_blank=False) for name in deletion.ERASE_IDENTIFIERS],
         responses={200: inline_serializer("EraseOutput", {"erased": serializers.IntegerField()})},
     )
     def erase(self, request: Request) -> Response:
@@ -301,16 +304,21 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("layer", str, required=True),
+            OpenApiParameter("layer", str, required=True, enum=[x.value for x in Layer]),
             *IDENTIFIER_PARAMS,
-            OpenApiParameter("cursor", str),
-            OpenApiParameter("limit", int, description="1..100, default 50"),
+            OpenApiParameter("cursor", str, pattern=r"^[A-Za-z0-9_-]{22}$",
+                             description="nextCursor of the previous page"),
+            OpenApiParameter("limit", {"type": "integer", "minimum": 1,
+                                       "maximum": selectors.MAX_PAGE_SIZE},
+                             description="1..100, default 50"),
             OpenApiParameter("tags", str, description="comma-separated; any of them (OR)"),
-            OpenApiParameter("sourceType", str),
+            OpenApiParameter("sourceType", str, enum=sorted(SOURCE_TYPES)),
             OpenApiParameter("hasKnowledgePointer", bool),
-            OpenApiParameter("custom.<field>[__op]", str,
-                             description="op: contains, gt, gte, lt, lte; none = equality"),
         ],
+        description=(
+            "List one layer's memories, newest first, with cursor pagination and filters. "
+            "Metadata filters: ``custom.<field>=value`` (equality) or "
+            "``custom.<field>__<op>=value`` with op one of contains, gt, gte, lt, lte."),
         responses={200: inline_serializer("ListMemoriesOutput", {
             "memories": MemorySerializer(many=True),
             "nextCursor": serializers.CharField(allow_null=True),

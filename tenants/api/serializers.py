@@ -32,7 +32,8 @@ class ProjectSerializer(serializers.Serializer):
     projectId = StrictCharField(source="external_id", max_length=255, validators=[no_nul])
     teamId = StrictCharField(source="team.external_id", max_length=255, required=False,
                                    allow_null=True, validators=[no_nul])
-    orgId = serializers.CharField(source="team.org.external_id", read_only=True, default=None)
+    orgId = serializers.CharField(source="team.org.external_id", read_only=True, default=None,
+                                  allow_null=True)
     name = StrictCharField(max_length=200, required=False, allow_blank=True,
                                  validators=[no_nul])
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,6 +60,7 @@ class Command(BaseCommand):
             "DATABASE_OWNER_URL": settings.DATABASE_OWNER_URL,
             "REDIS_URL": settings.REDIS_URL,
             "DJANGO_SETTINGS_MODULE": "memory_project.settings",
+            "PROMETHEUS_MULTIPROC_DIR": _prometheus_dir(),
         }
         commands = {"web": self._gunicorn(options["host"], options["port"])}
         if not options["no_celery"]:
@@ -79,6 +81,7 @@ class Command(BaseCommand):
             "--worker-class", "gthread",
             "--timeout", "120",
             "--access-logfile", "-",
+            "--config", "python:memory_project.gunicorn_conf",
         ]
 
     def _ensure_demo_tenant(self) -> None:
@@ -141,3 +144,16 @@ class Command(BaseCommand):
         self._say("stopped")
         if exit_code:
             sys.exit(exit_code)
+
+
+def _prometheus_dir() -> str:
+    """Where every process of the stack writes its Prometheus samples, so that ``/metrics``
+    (served by any gunicorn worker) sums all of them. ``PROMETHEUS_MULTIPROC_DIR`` when set,
+    else ``var/prometheus/``, emptied at start (the counters restart with the stack)."""
+    configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if configured:
+        return configured
+    path = settings.VAR_DIR / "prometheus"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return str(path)

@@ -1,0 +1,114 @@
+"""The cross-tenant harness shared by ``test_cross_tenant`` (hand-written cases) and
+``test_cross_tenant_matrix`` (every route × every method, built from the URL configuration).
+
+Tenant A makes the requests; tenant B owns the objects whose ids and identifiers A uses
+(``populate_b`` returns them as tokens). ``MISSING_TOKENS`` name objects that exist nowhere.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import HttpResponse
+from django.urls import URLPattern, URLResolver, get_resolver
+from uuid6 import uuid7
+
+from tenants import services as tenant_services
+from tenants.context import tenant_scope
+from tests import cross_tenant_governance as governance_cases
+
+Tokens = dict[str, str]
+SECRET = "Globex launches project Falcon in May"
+
+
+def missing_tokens() -> Tokens:
+    """Tokens of objects that exist in no tenant."""
+    return {"memory": str(uuid7()), "org": "org-nobody", "team": "team-nobody",
+            "project": "proj-nobody", "company": "company-nobody", **governance_cases.MISSING}
+
+
+def streamed(response: Any) -> Any:
+    """A streaming response read to the end, as a plain response the harness can compare."""
+    if not getattr(response, "streaming", False):
+        return response
+    plain = HttpResponse(b"".join(response.streaming_content), status=response.status_code,
+                         content_type=response["Content-Type"])
+    return plain
+
+
+def populate_a(a: Any) -> None:
+    with tenant_scope(a.ctx):
+        tenant_services.org_create(a.ctx, external_id="org-of-a")
+        tenant_services.team_create(a.ctx, external_id="team-of-a", org_id="org-of-a")
+    a.add("Acme's own note", identifiers={"userId": "u2"})
+
+
+def populate_b(b: Any) -> Tokens:
+    with tenant_scope(b.ctx):
+        tenant_services.org_create(b.ctx, external_id="org-of-b")
+        tenant_services.team_create(b.ctx, external_id="team-of-b", org_id="org-of-b")
+        tenant_services.project_create(b.ctx, external_id="proj-of-b", team_id="team-of-b")
+    memory = b.add(SECRET, identifiers={"userId": "u1"})
+    b.add(SECRET + " (team)", "team", identifiers={"projectId": "proj-of-b"})
+    b.add(SECRET + " (org)", "org", identifiers={"orgId": "org-of-b"})
+    b.add(SECRET + " (company)", "company", identifiers={})
+    with tenant_scope(b.ctx):
+        tenant_services.tenant_settings_update(b.ctx, patch={"search": {"defaultThreshold": 0.1}})
+    return {"memory": str(memory.pk), "org": "org-of-b", "team": "team-of-b",
+            "project": "proj-of-b", "company": b.tenant.slug, **governance_cases.populate(b)}
+
+
+def normalised(response: Any, replace: Tokens) -> Any:
+    text = response.content.decode()
+    for foreign, missing in replace.items():
+        text = text.replace(foreign, missing)
+    data = json.loads(text) if text else None
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()
+                    if k not in ("createdAt", "updatedAt", "lastConfirmedAt")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+    return strip(data)
+
+
+def api_routes() -> set[tuple[str, str]]:
+    """Every (route name, HTTP method) served under /api/v1/."""
+    routes: set[tuple[str, str]] = set()
+
+    def walk(patterns: list[Any], prefix: str) -> None:
+        for pattern in patterns:
+            route = prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, route)
+            elif isinstance(pattern, URLPattern) and route.startswith("api/v1/"):
+                view_class = getattr(pattern.callback, "view_class", None)
+                actions = getattr(pattern.callback, "actions", None) or [
+                    m for m in ("get", "post", "put", "patch", "delete")
+                    if hasattr(view_class, m)
+                ] or ["any"]
+                # DRF serves HEAD with the GET action: covered by the GET cases
+                routes.update((pattern.name or route, method) for method in actions
+                              if method != "head")
+
+    walk(get_resolver().url_patterns, "")
+    return routes
+
+
+def api_patterns() -> dict[str, list[str]]:
+    """Every route name under /api/v1/ → the names of its path parameters."""
+    found: dict[str, list[str]] = {}
+
+    def walk(patterns: list[Any], prefix: str) -> None:
+        for pattern in patterns:
+            route = prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, route)
+            elif isinstance(pattern, URLPattern) and route.startswith("api/v1/"):
+                found[pattern.name or route] = sorted(pattern.pattern.regex.groupindex)
+
+    walk(get_resolver().url_patterns, "")
+    return found
