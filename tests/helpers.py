@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from django.db import connection
@@ -57,3 +58,13 @@ def memory_row(tenant: Any, memory_id: Any) -> dict[str, Any] | None:
         )
         row = cursor.fetchone()
         return json.loads(row[0]) if row else None
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    """Poll ``predicate`` every 0.2 s until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

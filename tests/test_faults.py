@@ -30,27 +30,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 from django.conf import settings
 from django.core.cache import close_caches
 from django.test import override_settings
 
 from memory_project import ratelimit, resilience
 from tests.conftest import TenantFixture
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
 M = "/api/v1/memories"
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def _wait_for(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 # --- Redis ---------------------------------------------------------------------------------
@@ -74,7 +65,7 @@ class RedisServer:
 
     def start(self) -> None:
         self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL)
-        _wait_for(self.socket.exists, 10, "redis to start")
+        wait_for(self.socket.exists, 10, "redis to start")
 
     def stop(self) -> None:
         assert self.process is not None
@@ -144,7 +135,7 @@ def test_redis_stopped_while_serving(own_redis: RedisServer, tenant_a: TenantFix
     after = write(11)
     assert after.status_code == 201
     acknowledged.append(after.json()["memory"]["id"])
-    _wait_for(lambda: "X-Memory-Degraded" not in read(), 10, "the cache to be used again")
+    wait_for(lambda: "X-Memory-Degraded" not in read(), 10, "the cache to be used again")
     assert resilience.breaker("redis").current_state == "closed"
 
     listed = client.get(M, {"layer": "user", "userId": "u1", "limit": 100}).json()
@@ -193,7 +184,7 @@ class Stack:
              "--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "4",
              "--timeout", "60", "--log-level", "warning"],
             cwd=BASE_DIR, env=self.env, stderr=(self.var / "gunicorn.log").open("wb"))
-        _wait_for(lambda: self.request("GET", "/ready", timeout=60)[0] == 200, 120,
+        wait_for(lambda: self.request("GET", "/ready", timeout=60)[0] == 200, 120,
                   "gunicorn to be ready")
 
     def request(self, method: str, path: str, payload: Any = None,
@@ -303,7 +294,7 @@ def test_postgres_restarted_under_writes(stack: Stack) -> None:
     before_restart = len(acknowledged)
     stack.restart_postgres(down_seconds=3)
     after_restart = len(acknowledged)
-    _wait_for(lambda: len(acknowledged) > after_restart + 5, 60,
+    wait_for(lambda: len(acknowledged) > after_restart + 5, 60,
               "writes to succeed again after the restart")
     stop.set()
     for thread in threads:
@@ -319,100 +310,3 @@ def test_postgres_restarted_under_writes(stack: Stack) -> None:
     assert statuses[500] == 0
     assert statuses[503] > 0, "no request saw the database down"
     assert not missing
-
-
-# --- Celery worker killed -------------------------------------------------------------------
-
-@pytest.fixture
-def stale_memories(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str, Any]]:
-    """A committed tenant with 200 memories whose vectors are marked as another model's
-    (the worker reads them over its own connection), and nothing cached for them."""
-    from django.core.cache import cache
-
-    from memories import embeddings
-    from memories.layers import LayerIdentifiers
-    from memories.models import Memory
-    from memories.services import MemoryInput, memory_bulk_add
-    from tenants import services as tenant_services
-    from tenants.context import tenant_scope
-    from tests.test_celery_worker import _delete_tenant
-
-    with django_db_blocker.unblock():
-        tenant = tenant_services.tenant_create(name=f"Reembed {time.time_ns()}")
-        ctx = tenant_services.system_context(tenant, "test")
-        items = [MemoryInput(content=f"note {i}: the team ships release {i} on a Tuesday",
-                             layer="user", identifiers=LayerIdentifiers(userId="u1"))
-                 for i in range(200)]
-        with tenant_scope(ctx):
-            ids = [r.memory.pk for r in memory_bulk_add(ctx, items=items)]
-            Memory.objects.filter(pk__in=ids).update(embedding_model="older-model")
-        # The worker must compute every vector (slow enough to be killed in the middle).
-        cache.delete_many([embeddings._cache_key(tenant.id, embeddings.content_hash(i.content),
-                                                 "content") for i in items])
-        yield {"tenant": tenant, "ctx": ctx, "ids": [str(pk) for pk in ids]}
-        _delete_tenant(str(tenant.id))
-
-
-def test_worker_killed_mid_task(stale_memories: dict[str, Any], django_db_blocker: Any) -> None:
-    from memories.models import Memory
-    from memories.tasks import memory_reembed
-    from tenants.context import tenant_scope
-    from tests.test_celery_worker import _env
-
-    queue = f"faults-{time.time_ns()}"
-    env = {**_env(), "CELERY_VISIBILITY_TIMEOUT_SECONDS": "2", "EMBEDDING_TORCH_THREADS": "1"}
-    ids = stale_memories["ids"]
-    batches = [ids[i:i + 5] for i in range(0, len(ids), 5)]
-    for batch in batches:
-        memory_reembed.apply_async((str(stale_memories["tenant"].id), batch), queue=queue)
-
-    def rows() -> dict[str, tuple[str, int]]:
-        with django_db_blocker.unblock(), tenant_scope(stale_memories["ctx"]):
-            return {str(pk): (model, version) for pk, model, version in Memory.objects.filter(
-                pk__in=ids).values_list("id", "embedding_model", "version")}
-
-    def progress() -> tuple[int, list[int]]:
-        found = rows()
-        current = sum(1 for model, _ in found.values() if model != "older-model")
-        return current, [version for _, version in found.values()]
-
-    def worker() -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "celery", "-A", "memory_project",
-                                 "worker", "-Q", queue, "--pool", "solo",
-                                 "--loglevel", "WARNING"], env=env)
-
-    first = worker()
-    second: subprocess.Popen[bytes] | None = None
-    try:
-        _wait_for(lambda: progress()[0] > 0, 120, "the first worker to start re-embedding")
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
-        done_at_kill = progress()[0]
-        # Messages delivered to the killed worker and never acknowledged (kombu's hash).
-        in_flight = redis.Redis.from_url(settings.REDIS_URL).hlen("unacked")
-        time.sleep(2.5)  # the killed worker's unacknowledged message becomes visible again
-        second = worker()
-        _wait_for(lambda: progress()[0] == len(ids), 180, "every memory to be re-embedded")
-    finally:
-        for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-    done, versions = progress()
-    final = rows()
-    duplicates = sum(1 for version in versions if version > 2)
-    completed = sum(1 for batch in batches
-                    if all(final[i][0] != "older-model" for i in batch))
-    print(f"\nworker SIGKILL: tasks sent {len(batches)}, completed {completed}; memories "
-          f"re-embedded {done} of "
-          f"{len(ids)} (done when killed: {done_at_kill}, tasks in flight: {in_flight}), "
-          f"duplicates {duplicates}")
-    assert 0 < done_at_kill < len(ids), "the worker was not killed in the middle of the work"
-    assert in_flight >= 1, "no task was in flight when the worker was killed"
-    assert done == len(ids)
-    assert completed == len(batches)
-    assert versions == [2] * len(ids), "every memory changed exactly once"
-    assert duplicates == 0

@@ -3,8 +3,9 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from memories.api.export_views import CapabilitiesView, ExportView
 from memories.api.settings_views import TenantSettingsView
-from memories.api.views import CapabilitiesView, ExportView, MemoryViewSet
+from memories.api.views import MemoryViewSet
 
 
 class MemoryRouter(SimpleRouter):

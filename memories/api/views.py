@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from typing import Any
 
-from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.utils.encoders import JSONEncoder
-from rest_framework.views import APIView
 
-from governance.services import audit_record
 from memories import access, deletion, feedback, selectors, services
+from memories.api.params import bool_param, int_param, only_params, require_admin
 from memories.api.search_serializers import (
     RecallRequestSerializer,
     SearchRequestSerializer,
@@ -37,64 +32,16 @@ from memories.api.serializers import (
 from memories.filters import SOURCE_TYPES, MetadataFilter
 from memories.layers import IDENTIFIER_FIELDS, Layer, LayerIdentifiers
 from memories.models import Memory, State
-from memories.provider import get_provider
 from memories.recall import memory_recall
 from memories.search import memory_search
-from memory_project.errors import InvalidInput, MemoryNotFound, Unauthorized
+from memory_project.errors import InvalidInput, MemoryNotFound
 from memory_project.openapi import EnvelopedListSchema
 from tenants.api.mixins import TenantScopedViewSetMixin
-from tenants.context import TenantContext, require_context
+from tenants.context import require_context
 
 
 def _memory_queryset() -> Any:
     return Memory.objects.exclude(state=State.DELETED)
-
-
-def _int_param(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidInput(f"{name} must be an integer.") from None
-
-
-def _bool_param(request: Request, name: str, default: bool = False) -> bool:
-    """A boolean query parameter: ``true``/``1`` or ``false``/``0``.
-
-    Raises:
-        InvalidInput: any other value.
-    """
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    if raw.lower() in ("true", "1"):
-        return True
-    if raw.lower() in ("false", "0"):
-        return False
-    raise InvalidInput(f"{name} must be true or false.", details={"parameter": name})
-
-
-def _only_params(request: Request, allowed: set[str]) -> None:
-    """Refuse query parameters other than ``allowed`` (400 ``INVALID_INPUT``)."""
-    unknown = sorted(set(request.query_params) - allowed)
-    if unknown:
-        raise InvalidInput(f"Unknown parameter(s): {', '.join(unknown)}.",
-                           details={"allowed": sorted(allowed)})
-
-
-def _require_admin() -> TenantContext:
-    """The caller's context when its API key has the ``admin`` role (tenant-wide data
-    operations: export, erasure by identifier).
-
-    Raises:
-        Unauthorized: 403 otherwise.
-    """
-    ctx = require_context()
-    if "admin" not in ctx.roles:
-        raise Unauthorized("This needs an API key with the admin role.")
-    return ctx
 
 
 def _if_match(request: Request) -> int | None:
@@ -229,8 +176,8 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         """Delete a memory: soft by default (restorable, purged after the tenant's retention);
         ``?hard=true`` erases it and blanks its history content now. Idempotent: a missing
         (or another tenant's) id also succeeds."""
-        _only_params(request, {"hard"})
-        hard = _bool_param(request, "hard")
+        only_params(request, {"hard"})
+        hard = bool_param(request, "hard")
         return Response({"success": deletion.memory_delete(require_context(), memory_id=pk,
                                                            hard=hard)})
 
@@ -258,7 +205,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         must all match): erase every memory of that identifier in the caller's tenant, in any
         layer and state, with its history content (a data-subject request). Needs the admin
         role; audited. ``{"erased": n}``; no identifier → 400."""
-        ctx = _require_admin()
+        ctx = require_admin()
         identifiers: dict[str, str] = {}
         for name in request.query_params:
             values = request.query_params.getlist(name)
@@ -338,7 +285,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
             layer=layer,
             identifiers=identifiers,
             cursor=params.get("cursor"),
-            limit=_int_param(request, "limit", selectors.DEFAULT_PAGE_SIZE),
+            limit=int_param(request, "limit", selectors.DEFAULT_PAGE_SIZE),
             metadata_filter=MetadataFilter.from_query_params(params),
         )
         return Response({
@@ -384,51 +331,3 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
             ctx, memory_ids=[r.candidate.memory.pk for r in recalled]
         )
         return Response({"results": recall_results(recalled)})
-
-
-class CapabilitiesView(APIView):
-    """``GET /api/v1/capabilities``: what the storage provider supports (seed 001)."""
-
-    @extend_schema(responses={200: dict})
-    def get(self, request: Request) -> Response:
-        require_context()
-        provider = get_provider()
-        return Response({"provider": provider.name, "version": provider.version,
-                         **provider.capabilities()})
-
-
-class ExportView(APIView):
-    """``GET /api/v1/export``: every memory of the caller's tenant as JSON lines.
-
-    ``application/x-ndjson``, one memory per line in the shape of ``MemorySerializer``, in id
-    (creation) order; soft-deleted memories only with ``?includeDeleted=true``. Streamed: the
-    rows are read in chunks, each in a short transaction of its own inside the tenant's
-    scope (:func:`memories.selectors.memory_export_chunks`), because the generator runs after
-    the request's transaction and scope have ended. Needs the admin role; audited.
-    """
-
-    operation_name = {"get": "memory.export"}
-
-    @extend_schema(
-        parameters=[OpenApiParameter("includeDeleted", bool,
-                                     description="also soft-deleted memories")],
-        responses={(200, "application/x-ndjson"): MemorySerializer(many=True)},
-    )
-    def get(self, request: Request) -> StreamingHttpResponse:
-        ctx = _require_admin()
-        _only_params(request, {"includeDeleted"})
-        include_deleted = _bool_param(request, "includeDeleted")
-        audit_record(ctx, action="memory_export", target_type="tenant", target_id=ctx.tenant_id,
-                     details={"includeDeleted": include_deleted})
-        response = StreamingHttpResponse(_ndjson(ctx, include_deleted),
-                                         content_type="application/x-ndjson")
-        response["Content-Disposition"] = 'attachment; filename="memories.ndjson"'
-        return response
-
-
-def _ndjson(ctx: TenantContext, include_deleted: bool) -> Iterator[bytes]:
-    for chunk in selectors.memory_export_chunks(ctx, include_deleted=include_deleted):
-        yield b"".join(
-            json.dumps(MemorySerializer(m).data, cls=JSONEncoder, ensure_ascii=False)
-            .encode() + b"\n" for m in chunk
-        )

@@ -1,0 +1,55 @@
+"""Query parameters and role checks shared by the memory endpoints."""
+
+from __future__ import annotations
+
+from rest_framework.request import Request
+
+from memory_project.errors import InvalidInput, Unauthorized
+from tenants.context import TenantContext, require_context
+
+
+def int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInput(f"{name} must be an integer.") from None
+
+
+def bool_param(request: Request, name: str, default: bool = False) -> bool:
+    """A boolean query parameter: ``true``/``1`` or ``false``/``0``.
+
+    Raises:
+        InvalidInput: any other value.
+    """
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if raw.lower() in ("true", "1"):
+        return True
+    if raw.lower() in ("false", "0"):
+        return False
+    raise InvalidInput(f"{name} must be true or false.", details={"parameter": name})
+
+
+def only_params(request: Request, allowed: set[str]) -> None:
+    """Refuse query parameters other than ``allowed`` (400 ``INVALID_INPUT``)."""
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise InvalidInput(f"Unknown parameter(s): {', '.join(unknown)}.",
+                           details={"allowed": sorted(allowed)})
+
+
+def require_admin() -> TenantContext:
+    """The caller's context when its API key has the ``admin`` role (tenant-wide data
+    operations: export, erasure by identifier).
+
+    Raises:
+        Unauthorized: 403 otherwise.
+    """
+    ctx = require_context()
+    if "admin" not in ctx.roles:
+        raise Unauthorized("This needs an API key with the admin role.")
+    return ctx
