@@ -75,9 +75,9 @@ def normalised(response: Any, replace: Tokens) -> Any:
     return strip(data)
 
 
-def api_routes() -> set[tuple[str, str]]:
-    """Every (route name, HTTP method) served under /api/v1/."""
-    routes: set[tuple[str, str]] = set()
+def _api_url_patterns() -> list[tuple[str, URLPattern]]:
+    """``(full route, pattern)`` of every URL pattern served under /api/v1/."""
+    found: list[tuple[str, URLPattern]] = []
 
     def walk(patterns: list[Any], prefix: str) -> None:
         for pattern in patterns:
@@ -85,30 +85,26 @@ def api_routes() -> set[tuple[str, str]]:
             if isinstance(pattern, URLResolver):
                 walk(pattern.url_patterns, route)
             elif isinstance(pattern, URLPattern) and route.startswith("api/v1/"):
-                view_class = getattr(pattern.callback, "view_class", None)
-                actions = getattr(pattern.callback, "actions", None) or [
-                    m for m in ("get", "post", "put", "patch", "delete")
-                    if hasattr(view_class, m)
-                ] or ["any"]
-                # DRF serves HEAD with the GET action: covered by the GET cases
-                routes.update((pattern.name or route, method) for method in actions
-                              if method != "head")
+                found.append((route, pattern))
 
     walk(get_resolver().url_patterns, "")
+    return found
+
+
+def api_routes() -> set[tuple[str, str]]:
+    """Every (route name, HTTP method) served under /api/v1/."""
+    routes: set[tuple[str, str]] = set()
+    for route, pattern in _api_url_patterns():
+        view_class = getattr(pattern.callback, "view_class", None)
+        actions = getattr(pattern.callback, "actions", None) or [
+            m for m in ("get", "post", "put", "patch", "delete") if hasattr(view_class, m)
+        ] or ["any"]
+        # DRF serves HEAD with the GET action: covered by the GET cases
+        routes.update((pattern.name or route, method) for method in actions if method != "head")
     return routes
 
 
 def api_patterns() -> dict[str, list[str]]:
     """Every route name under /api/v1/ → the names of its path parameters."""
-    found: dict[str, list[str]] = {}
-
-    def walk(patterns: list[Any], prefix: str) -> None:
-        for pattern in patterns:
-            route = prefix + str(pattern.pattern)
-            if isinstance(pattern, URLResolver):
-                walk(pattern.url_patterns, route)
-            elif isinstance(pattern, URLPattern) and route.startswith("api/v1/"):
-                found[pattern.name or route] = sorted(pattern.pattern.regex.groupindex)
-
-    walk(get_resolver().url_patterns, "")
-    return found
+    return {pattern.name or route: sorted(pattern.pattern.regex.groupindex)
+            for route, pattern in _api_url_patterns()}

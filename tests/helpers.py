@@ -68,3 +68,18 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def new_key(tenant: Any, **options: Any) -> tuple[str, Any]:
+    """A new API key of ``tenant`` (``api_key_create`` options: roles, rate_limit, ...):
+    ``(its prefix, a DRF client that sends it)``."""
+    from rest_framework.test import APIClient
+
+    from tenants import services as tenant_services
+
+    options.setdefault("name", "k")
+    with tenant_scope(tenant.ctx):
+        key, raw = tenant_services.api_key_create(tenant.ctx, **options)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return key.prefix, client

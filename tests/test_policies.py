@@ -8,13 +8,11 @@ from typing import Any
 
 import pytest
 import regex
-from rest_framework.test import APIClient
 
 from governance.models import AuditEntry, Policy, ReviewItem
 from memories.models import Memory
-from tenants import services as tenant_services
 from tenants.context import tenant_scope
-from tests.helpers import assert_error, body, snapshot
+from tests.helpers import assert_error, body, new_key, snapshot
 from tests.retrieval_helpers import searched
 
 pytestmark = pytest.mark.django_db
@@ -49,13 +47,9 @@ def policy_names(tenant: Any) -> list[str]:
     return [p["name"] for p in body(tenant.client.get(P))["policies"]]
 
 
-def key_client(tenant: Any, roles: list[str]) -> tuple[str, APIClient]:
+def key_client(tenant: Any, roles: list[str]) -> tuple[str, Any]:
     """A new key of ``tenant`` with ``roles``: its prefix and a client using it."""
-    with tenant_scope(tenant.ctx):
-        key, raw = tenant_services.api_key_create(tenant.ctx, name="extra", roles=roles)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return key.prefix, client
+    return new_key(tenant, name="extra", roles=roles)
 
 
 def memory_count(tenant: Any) -> int:

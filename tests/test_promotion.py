@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 from prometheus_client import REGISTRY
-from rest_framework.test import APIClient
 
 from memories.lifecycle import sessions_cleanup
 from memories.models import Memory, State
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
-from tests.helpers import assert_error, body
+from tests.helpers import assert_error, body, new_key
 
 pytestmark = pytest.mark.django_db
 
@@ -66,12 +65,8 @@ def set_cleanup(tenant: Any, **values: Any) -> None:
             tenant.ctx, patch={"lifecycle": {"sessionCleanup": values}})
 
 
-def key_client(tenant: Any, roles: list[str]) -> APIClient:
-    with tenant_scope(tenant.ctx):
-        _, raw = tenant_services.api_key_create(tenant.ctx, name="k", roles=roles)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return client
+def key_client(tenant: Any, roles: list[str]) -> Any:
+    return new_key(tenant, roles=roles)[1]
 
 
 def blocks(reason: str) -> float:

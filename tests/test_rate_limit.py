@@ -15,7 +15,7 @@ from memory_project import ratelimit
 from tenants import services as tenant_services
 from tenants.context import TenantContext, tenant_scope
 from tests.conftest import TenantFixture
-from tests.helpers import assert_error
+from tests.helpers import assert_error, new_key
 
 pytestmark = pytest.mark.django_db
 
@@ -23,13 +23,7 @@ M = "/api/v1/memories"
 
 
 def key_with_limit(tenant: TenantFixture, limit: int | None) -> Any:
-    from rest_framework.test import APIClient
-
-    with tenant_scope(tenant.ctx):
-        _, raw = tenant_services.api_key_create(tenant.ctx, name="limited", rate_limit=limit)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return client
+    return new_key(tenant, name="limited", rate_limit=limit)[1]
 
 
 def list_user(client: Any) -> Any:
