@@ -28,7 +28,7 @@ from memories.models import ClosedSession, Memory, State
 from memories.services import MemoryInput, memory_bulk_add
 from memory_project.errors import InvalidInput, MemoryNotFound, NotFound, PolicyViolation
 from tenants.context import TenantContext
-from tenants.models import Tenant
+from tenants.selectors import tenant_settings_of
 
 VOLATILE_LAYERS = (Layer.AGENT.value, Layer.SESSION.value)
 DEFAULT_SESSION_CLEANUP: dict[str, Any] = {
@@ -41,8 +41,7 @@ DEFAULT_SESSION_CLEANUP: dict[str, Any] = {
 
 def lifecycle_settings(ctx: TenantContext) -> dict[str, Any]:
     """The tenant's ``lifecycle`` settings with seed 001's defaults filled in."""
-    raw = Tenant.objects.filter(pk=ctx.tenant_id).values_list("settings", flat=True).first()
-    lifecycle = dict((raw or {}).get("lifecycle") or {})
+    lifecycle = dict(tenant_settings_of(ctx).get("lifecycle") or {})
     lifecycle["sessionCleanup"] = {**DEFAULT_SESSION_CLEANUP,
                                    **(lifecycle.get("sessionCleanup") or {})}
     return lifecycle

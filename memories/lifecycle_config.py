@@ -27,7 +27,7 @@ from typing import Any
 
 from memories.layers import Layer
 from tenants.context import TenantContext
-from tenants.models import Tenant
+from tenants.selectors import tenant_settings_of
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +81,7 @@ CHECKS: dict[str, dict[str, Callable[[Any], bool]]] = {
 
 
 def _raw(ctx: TenantContext) -> dict[str, Any]:
-    raw = Tenant.objects.filter(pk=ctx.tenant_id).values_list("settings", flat=True).first()
-    lifecycle = (raw or {}).get("lifecycle") if isinstance(raw, dict) else None
+    lifecycle = tenant_settings_of(ctx).get("lifecycle")
     return lifecycle if isinstance(lifecycle, dict) else {}
 
 

@@ -35,7 +35,7 @@ from memories.search import Candidate, Mode, SearchRequest, search_candidates
 from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
-from tenants.models import Tenant
+from tenants.selectors import tenant_settings_of
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "relevance": 0.4, "importance": 0.3, "recency": 0.2, "confidence": 0.1,
@@ -97,8 +97,7 @@ def validate_weights(weights: object) -> dict[str, float]:
 
 def recall_settings(ctx: TenantContext, scope: str | None) -> tuple[dict[str, float], float]:
     """``(weights, half_life_days)`` for ``scope`` from the tenant's settings."""
-    raw = Tenant.objects.filter(pk=ctx.tenant_id).values_list("settings", flat=True).first()
-    recall = (raw or {}).get("recall") or {}
+    recall = tenant_settings_of(ctx).get("recall") or {}
     by_scope = recall.get("scoreWeights") or {}
     weights = by_scope.get(scope or "default") or by_scope.get("default") or DEFAULT_WEIGHTS
     half_life = recall.get("recencyHalfLifeDays") or DEFAULT_HALF_LIFE_DAYS

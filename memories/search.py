@@ -45,7 +45,7 @@ from memories.scoping import allowed_layers_of, check_layer, layer_queryset, res
 from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput, QueryTooLong
 from tenants.context import TenantContext
-from tenants.models import Tenant
+from tenants.selectors import tenant_settings_of
 
 RRF_K = 60
 DEDUP_SIMILARITY = 0.95
@@ -129,8 +129,7 @@ def validate_query(query: Any) -> str:
 def default_threshold(ctx: TenantContext) -> float:
     """The tenant's default similarity threshold (``settings.search.defaultThreshold``),
     else ``MEMORY_DEFAULT_THRESHOLD`` (0.7, seed 001)."""
-    tenant_settings = Tenant.objects.filter(pk=ctx.tenant_id).values_list("settings", flat=True)
-    value = ((tenant_settings.first() or {}).get("search") or {}).get("defaultThreshold")
+    value = (tenant_settings_of(ctx).get("search") or {}).get("defaultThreshold")
     return float(value) if isinstance(value, (int, float)) else settings.MEMORY_DEFAULT_THRESHOLD
 
 
@@ -178,9 +177,7 @@ def _semantic(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Me
         start = EXACT if base.values("pk")[:bound].count() < bound else _ef_search(limit)
     rows: list[Memory] = []
     if start != EXACT and connection.in_atomic_block:
-        for ef_search in dict.fromkeys((start, _ef_search(limit, widest=True))):
-            if ef_search < start:
-                continue
+        for ef_search in sorted({start, _ef_search(limit, widest=True)}):
             _set_ef_search(ef_search)
             rows = list(light.annotate(distance=distance).order_by("distance")[:limit])
             if len(rows) >= limit:

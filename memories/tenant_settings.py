@@ -21,7 +21,7 @@ from typing import Any
 from memories.recall import validate_weights
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
-from tenants.models import Tenant
+from tenants.selectors import tenant_settings_of
 from tenants.services import tenant_settings_update
 
 ALLOWED = {
@@ -77,7 +77,7 @@ def validate_settings_patch(patch: Any) -> dict[str, Any]:
 
 def settings_get(ctx: TenantContext) -> dict[str, Any]:
     """The tenant's settings."""
-    return dict(Tenant.objects.values_list("settings", flat=True).get(pk=ctx.tenant_id) or {})
+    return tenant_settings_of(ctx)
 
 
 def settings_update(ctx: TenantContext, *, patch: Any) -> dict[str, Any]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from tenants.context import TenantContext
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
 
 
@@ -55,3 +57,9 @@ def tenant_by_ref(ref: str) -> Tenant | None:
     with contextlib.suppress(ValueError):
         query |= Q(id=uuid.UUID(ref))
     return Tenant.objects.filter(query).first()
+
+
+def tenant_settings_of(ctx: TenantContext) -> dict[str, Any]:
+    """The settings document of ``ctx``'s tenant (``{}`` when unset or the tenant is gone)."""
+    raw = Tenant.objects.filter(pk=ctx.tenant_id).values_list("settings", flat=True).first()
+    return dict(raw) if isinstance(raw, dict) else {}
