@@ -2,11 +2,17 @@
 
 Policy on every tenant-owned table (lock 1)::
 
-    tenant_id = NULLIF(current_setting('app.tenant_id', true), '')::uuid
-    OR current_setting('app.cross_tenant', true) = 'on'
+    tenant_id = (SELECT NULLIF(current_setting('app.tenant_id', true), '')::uuid)
+    OR (SELECT current_setting('app.cross_tenant', true)) = 'on'
 
 With no tenant set, ``NULLIF`` yields NULL, the comparison is never true, and every table
 reads 0 rows. ``FORCE`` makes the policy apply to the table owner as well.
+
+Each setting is read in a scalar sub-select, which PostgreSQL plans as an InitPlan: read once
+per statement instead of once per row. A keyword search scoring 12k rows of the 100k bench
+tenant took 108 ms with the bare ``current_setting`` calls and 68–79 ms with InitPlans
+(migration ``memories.0009``). ``current_setting`` is stable within a statement, so the
+rows allowed are the same.
 """
 
 from __future__ import annotations
@@ -20,6 +26,11 @@ POLICY_NAME = "tenant_isolation"
 #: Tables the app role may only insert into and read (the audit log).
 APPEND_ONLY_TABLES = ("governance_auditentry",)
 TENANT_PREDICATE = (
+    "tenant_id = (SELECT NULLIF(current_setting('app.tenant_id', true), '')::uuid) "
+    "OR (SELECT current_setting('app.cross_tenant', true)) = 'on'"
+)
+#: The predicate of the first migrations, evaluated per row (kept to reverse ``memories.0009``).
+PER_ROW_TENANT_PREDICATE = (
     "tenant_id = NULLIF(current_setting('app.tenant_id', true), '')::uuid "
     "OR current_setting('app.cross_tenant', true) = 'on'"
 )
@@ -46,6 +57,26 @@ def enable_rls(table: str, extra_read_predicate: str = "") -> migrations.RunSQL:
             f'ALTER TABLE "{table}" NO FORCE ROW LEVEL SECURITY',
             f'ALTER TABLE "{table}" DISABLE ROW LEVEL SECURITY',
         ],
+    )
+
+
+def refresh_policy(table: str, extra_read_predicate: str = "",
+                   previous_extra_read_predicate: str = "") -> migrations.RunSQL:
+    """A migration operation re-stating ``table``'s tenant policy with the current
+    :data:`TENANT_PREDICATE` (reversed to :data:`PER_ROW_TENANT_PREDICATE`).
+
+    Args:
+        table: the table name.
+        extra_read_predicate: OR-ed into the read side, as in :func:`enable_rls`.
+        previous_extra_read_predicate: the read-side extra the reverse restores.
+    """
+    def alter(tenant: str, extra: str) -> str:
+        using = tenant + (f" OR ({extra})" if extra else "")
+        return f'ALTER POLICY {POLICY_NAME} ON "{table}" USING ({using}) WITH CHECK ({tenant})'
+
+    return migrations.RunSQL(
+        sql=[alter(TENANT_PREDICATE, extra_read_predicate)],
+        reverse_sql=[alter(PER_ROW_TENANT_PREDICATE, previous_extra_read_predicate)],
     )
 
 

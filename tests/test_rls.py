@@ -53,6 +53,23 @@ def test_it_enables_and_forces_rls_with_a_policy_on_every_tenant_table() -> None
             assert policies >= 1, table
 
 
+def test_every_policy_reads_its_settings_once_per_statement() -> None:
+    """A bare ``current_setting`` in a policy is evaluated for every row scanned; a scalar
+    sub-select becomes an InitPlan, read once (``tenants.rls``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, qual, with_check FROM pg_policies WHERE schemaname = 'public'")
+        policies = cursor.fetchall()
+    assert {row[0] for row in policies} >= set(tenant_tables())
+    for table, using, check in policies:
+        for predicate in (using, check):
+            reads = predicate.split("current_setting(")[:-1]
+            assert reads, (table, predicate)
+            for before in reads:
+                opening = before.rstrip("( ").removesuffix("NULLIF").rstrip("( ")
+                assert opening.endswith("SELECT"), (table, predicate)
+
+
 def test_it_connects_as_a_role_that_is_not_superuser_owner_or_bypassrls() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
