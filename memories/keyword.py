@@ -72,6 +72,7 @@ FROM (
     SELECT s.id, {frequencies},
            %s::float8 * (1 - %s::float8 + %s::float8 * length(s.search_vector) / %s::float8) AS norm
     FROM ({candidates}) s
+    OFFSET 0
 ) c
 ORDER BY score DESC, c.id
 LIMIT %s
@@ -80,7 +81,10 @@ LIMIT %s
 
 def _bm25_sql(candidates: str, terms: int) -> str:
     """BM25 over ``candidates`` (``id``, ``search_vector``, ``term_frequencies``) for
-    ``terms`` query lexemes: ``Σ idf·tf·(k1 + 1) / (tf + k1·(1 − b + b·dl/avgdl))``."""
+    ``terms`` query lexemes: ``Σ idf·tf·(k1 + 1) / (tf + k1·(1 − b + b·dl/avgdl))``.
+
+    ``OFFSET 0`` keeps the planner from inlining the inner query, which would read each
+    term frequency out of the jsonb twice per candidate (numerator and denominator)."""
     score = " + ".join(f"%s::float8 * c.tf{i} / (c.tf{i} + c.norm)" for i in range(terms))
     frequencies = ", ".join(
         f"coalesce((s.term_frequencies ->> %s)::float8, 0) AS tf{i}" for i in range(terms))
