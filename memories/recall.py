@@ -108,8 +108,10 @@ def _days(since: datetime | None, now: datetime) -> float:
     return max(0.0, (now - since).total_seconds() / 86400.0) if since else 0.0
 
 
-def memory_recall(ctx: TenantContext, request: RecallRequest) -> list[Recalled]:
+def memory_recall(ctx: TenantContext, request: RecallRequest, *, concurrent: bool = False
+                  ) -> list[Recalled]:
     """Recall up to ``limit`` memories about ``topic``, best composite score first.
+    ``concurrent`` as in :func:`memories.search.memory_search`.
 
     Raises:
         InvalidInput: limit outside 1..100 or ``min_confidence`` outside [0, 1]; plus the
@@ -128,7 +130,7 @@ def memory_recall(ctx: TenantContext, request: RecallRequest) -> list[Recalled]:
         query=request.topic, identifiers=request.identifiers, layers=request.layers,
         limit=pool, threshold=0.0, metadata_filter=request.metadata_filter,
         mode=Mode.HYBRID, scope=request.scope,
-    ))
+    ), concurrent=concurrent)
     now = timezone.now()
     best_keyword = max((c.keyword_score or 0.0 for c in found.results), default=0.0) or 1.0
     recalled: list[Recalled] = []

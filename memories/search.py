@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -36,6 +37,7 @@ from pgvector.django import CosineDistance
 
 from governance.services import filter_results
 from memories.activity import activity_record
+from memories.concurrency import run_concurrently
 from memories.embeddings import embed_query
 from memories.filters import MetadataFilter
 from memories.keyword import bm25
@@ -209,27 +211,25 @@ def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray 
     return ranked
 
 
-def _layer_candidates(
-    base: QuerySet[Memory], layer: Layer, request: SearchRequest,
-    vector: np.ndarray | None, threshold: float,
-) -> list[Candidate]:
+def _semantic_list(base: QuerySet[Memory], vector: np.ndarray, limit: int, threshold: float
+                   ) -> list[Memory]:
+    """The semantic list: nearest first, cosine similarity ≥ ``threshold``."""
+    _set_ef_search(_ef_search(limit))
+    return [m for m in _semantic(base, vector, limit) if 1.0 - float(m.distance) >= threshold]
+
+
+def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
+          semantic: list[Memory], keyword: list[Memory]) -> list[Candidate]:
+    """One layer's candidates from its two lists, scored for ``mode`` (RRF for hybrid)."""
     by_id: dict[Any, Candidate] = {}
-    mode = request.mode
-    if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
-        rank = 0
-        for memory in _semantic(base, vector, request.limit):
-            similarity = 1.0 - float(memory.distance)
-            if similarity < threshold:
-                continue
-            rank += 1
-            by_id[memory.pk] = Candidate(memory, layer, similarity=similarity, semantic_rank=rank)
-    if mode in (Mode.KEYWORD, Mode.HYBRID):
-        keyword = _keyword(base, request.query, request.limit, vector)
-        for rank, memory in enumerate(keyword, start=1):
-            cand = by_id.setdefault(memory.pk, Candidate(memory, layer))
-            cand.keyword_score = float(memory.keyword_score)
-            cand.keyword_rank = rank
-    missing = request.limit + 1
+    for rank, memory in enumerate(semantic, start=1):
+        by_id[memory.pk] = Candidate(memory, layer, similarity=1.0 - float(memory.distance),
+                                     semantic_rank=rank)
+    for rank, memory in enumerate(keyword, start=1):
+        cand = by_id.setdefault(memory.pk, Candidate(memory, layer))
+        cand.keyword_score = float(memory.keyword_score)
+        cand.keyword_rank = rank
+    missing = limit + 1
     for cand in by_id.values():
         if vector is not None and cand.similarity is None:
             cand.similarity = 1.0 - float(cand.memory.distance)
@@ -243,6 +243,34 @@ def _layer_candidates(
         else:
             cand.score = cand.keyword_score or 0.0
     return sorted(by_id.values(), key=_order_within_layer)
+
+
+def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarray | None,
+               threshold: float) -> tuple[Callable[[], list[Memory]], Callable[[], list[Memory]]]:
+    """A layer's semantic and keyword lists, as two independent jobs (an empty list where
+    the mode has none)."""
+    mode, limit = request.mode, request.limit
+
+    def semantic() -> list[Memory]:
+        if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
+            return _semantic_list(base, vector, limit, threshold)
+        return []
+
+    def keyword() -> list[Memory]:
+        if mode in (Mode.KEYWORD, Mode.HYBRID):
+            return _keyword(base, request.query, limit, vector)
+        return []
+
+    return semantic, keyword
+
+
+def _layer_candidates(
+    base: QuerySet[Memory], layer: Layer, request: SearchRequest,
+    vector: np.ndarray | None, threshold: float,
+) -> list[Candidate]:
+    """One layer's candidates, its two lists ranked one after the other."""
+    semantic, keyword = _list_jobs(base, request, vector, threshold)
+    return _fuse(layer, request.mode, request.limit, vector, semantic(), keyword())
 
 
 def _order_within_layer(cand: Candidate) -> tuple[float, float, str]:
@@ -281,8 +309,12 @@ def merge_by_precedence(candidates: list[Candidate]) -> list[Candidate]:
     return kept
 
 
-def memory_search(ctx: TenantContext, request: SearchRequest) -> SearchResult:
+def memory_search(ctx: TenantContext, request: SearchRequest, *, concurrent: bool = False
+                  ) -> SearchResult:
     """Search the layers the identifiers grant (or ``request.layers``) in ``ctx``'s tenant.
+
+    ``concurrent``: run the per-layer queries at the same time, each in its own transaction
+    (``memories.concurrency``); only for callers with no uncommitted writes to see.
 
     Returns:
         The first ``limit`` results once merged by precedence then score (seed 001
@@ -292,7 +324,7 @@ def memory_search(ctx: TenantContext, request: SearchRequest) -> SearchResult:
     Raises:
         As :func:`search_candidates`.
     """
-    found = search_candidates(ctx, request)
+    found = search_candidates(ctx, request, concurrent=concurrent)
     activity_record(ctx.tenant_id, "search")
     found = replace(found, results=found.results[: request.limit])
     results_observed(layers=found.searched_layers, result_layers=[
@@ -300,8 +332,10 @@ def memory_search(ctx: TenantContext, request: SearchRequest) -> SearchResult:
     return found
 
 
-def search_candidates(ctx: TenantContext, request: SearchRequest) -> SearchResult:
+def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent: bool = False
+                      ) -> SearchResult:
     """Up to ``limit`` results per layer, merged by precedence then score (recall's pool).
+    ``concurrent`` as in :func:`memory_search`.
 
     Raises:
         InvalidInput: bad limit, threshold or mode. QueryTooLong: query over the limit.
@@ -332,12 +366,16 @@ def search_candidates(ctx: TenantContext, request: SearchRequest) -> SearchResul
     started = time.perf_counter()
     vector = embed_query(ctx.tenant_id, query) if request.mode != Mode.KEYWORD else None
     embedded = time.perf_counter()
-    _set_ef_search(_ef_search(request.limit))
+    jobs: list[Callable[[], list[Memory]]] = []
+    for _, base in bases:
+        scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
+        jobs.extend(_list_jobs(scoped.defer("search_vector"), request, vector, threshold))
+    lists = run_concurrently(jobs, concurrent=concurrent)
     candidates: list[Candidate] = []
     total = 0
-    for layer, base in bases:
-        scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
-        found = _layer_candidates(scoped.defer("search_vector"), layer, request, vector, threshold)
+    for index, (layer, _) in enumerate(bases):
+        found = _fuse(layer, request.mode, request.limit, vector,
+                      lists[2 * index], lists[2 * index + 1])
         total += len(found)
         candidates.extend(found[: request.limit])
     ranked = time.perf_counter()

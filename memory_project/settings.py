@@ -217,6 +217,9 @@ MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 100)
 MEMORY_HNSW_EF_SEARCH_MAX = env_int("MEMORY_HNSW_EF_SEARCH_MAX", 1000)
 # Scopes smaller than this are ranked by an exact scan (~2 µs a row) instead of HNSW.
 MEMORY_EXACT_SCAN_MAX_ROWS = env_int("MEMORY_EXACT_SCAN_MAX_ROWS", 2000)
+# Threads per process that run a search's per-layer semantic and keyword queries at the same
+# time (memories.concurrency); below 2, they run one after another.
+MEMORY_SEARCH_THREADS = env_int("MEMORY_SEARCH_THREADS", 4)
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)
 # torch's intra-op threads for the model. One: on 2 cores shared with PostgreSQL and other

@@ -78,6 +78,27 @@ def tenant_b(db: Any) -> TenantFixture:
     return make_tenant("Globex")
 
 
+@pytest.fixture(scope="module")
+def owner_flushes() -> Iterator[None]:
+    """For transactional tests (``django_db(transaction=True, databases=["default",
+    "owner"])``): pytest-django empties the database after each with ``flush``, which the
+    app role may not run (no TRUNCATE); this declares ``default`` a mirror of ``owner`` so
+    the owner role, which owns the tables, flushes."""
+    test_settings = connections["default"].settings_dict["TEST"]
+    previous_mirror = test_settings.get("MIRROR")
+    test_settings["MIRROR"] = "owner"
+    yield
+    test_settings["MIRROR"] = previous_mirror
+
+
+@pytest.fixture(autouse=True)
+def _search_in_one_transaction(settings: Any) -> None:
+    """Concurrent search jobs run on their own connections, which cannot see a test's
+    uncommitted rows: tests search in the test's transaction unless they turn it on
+    (``tests/test_search_concurrency.py``, with committed data)."""
+    settings.MEMORY_SEARCH_THREADS = 0
+
+
 @pytest.fixture(autouse=True)
 def _fresh_breakers() -> Iterator[None]:
     """Circuit breakers and the rate limiter's client are per process: start each test

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connections
 
 from governance.models import ReviewItem, ReviewStatus
 from tenants.context import tenant_scope
@@ -49,16 +48,12 @@ TIMEOUT_MS = 20_000
 
 
 @pytest.fixture(scope="module", autouse=True)
-def owner_flushes() -> Iterator[None]:
-    """Make ``flush`` (after each transactional test) run as the owner role only, and let
-    the ORM run while Playwright's event loop exists in this thread."""
-    test_settings = connections["default"].settings_dict["TEST"]
-    previous_mirror = test_settings.get("MIRROR")
+def orm_beside_playwright(owner_flushes: None) -> Iterator[None]:
+    """Let the ORM run while Playwright's event loop exists in this thread (and the owner
+    role flush, see ``owner_flushes``)."""
     previous_async = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    test_settings["MIRROR"] = "owner"
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     yield
-    test_settings["MIRROR"] = previous_mirror
     if previous_async is None:
         os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     else:
@@ -66,7 +61,7 @@ def owner_flushes() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def browser(owner_flushes: None) -> Iterator[Browser]:
+def browser(orm_beside_playwright: None) -> Iterator[Browser]:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(

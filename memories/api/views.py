@@ -301,12 +301,13 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
 
         Results are ordered by layer precedence (agent first), then score; each carries the
         parts of its score (``similarity``, ``keywordRank``, ``rrf``). Every returned memory
-        has its reference count bumped (one UPDATE per request).
+        has its reference count bumped (one UPDATE per request). The per-layer semantic and
+        keyword queries run at the same time (``MEMORY_SEARCH_THREADS``).
         """
         body = SearchRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         ctx = require_context()
-        found = memory_search(ctx, body.to_request())
+        found = memory_search(ctx, body.to_request(), concurrent=True)
         access.memory_references_record(ctx, memory_ids=[c.memory.pk for c in found.results])
         response = Response({
             "results": search_results(found.results),
@@ -326,7 +327,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         body = RecallRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         ctx = require_context()
-        recalled = memory_recall(ctx, body.to_request())
+        recalled = memory_recall(ctx, body.to_request(), concurrent=True)
         access.memory_references_record(
             ctx, memory_ids=[r.candidate.memory.pk for r in recalled]
         )
