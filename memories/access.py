@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from memories.lifecycle_config import lifecycle_section
 from memories.models import Memory
-from tenants.context import TenantContext
+from memory_project.after_response import after_response
+from tenants.context import TenantContext, tenant_scope
 
 # -----------------------------------------------
 
@@ -58,6 +59,22 @@ def base_importance_expression() -> RawSQL:
 
 
 # --- access and feedback ----------------------------------------------------------------------
+
+def memory_references_record_after_response(ctx: TenantContext, *,
+                                            memory_ids: list[uuid.UUID]) -> None:
+    """:func:`memory_references_record` once the response has been sent, in its own
+    transaction in ``ctx``'s tenant (``memory_project.after_response``: the answer does not
+    wait for the row writes)."""
+    if not memory_ids:
+        return
+    ids = list(memory_ids)
+
+    def record() -> None:
+        with tenant_scope(ctx):
+            memory_references_record(ctx, memory_ids=ids)
+
+    after_response(record)
+
 
 def memory_references_record(ctx: TenantContext, *, memory_ids: list[uuid.UUID]) -> int:
     """Count a retrieval of ``memory_ids``: one UPDATE for the whole request (seed 002).

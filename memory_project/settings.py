@@ -126,6 +126,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "memory_project.observability.ObservabilityMiddleware",  # request id, span, metrics, log
+    "memory_project.after_response.AfterResponseMiddleware",  # bookkeeping after the answer
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -301,14 +301,16 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
 
         Results are ordered by layer precedence (agent first), then score; each carries the
         parts of its score (``similarity``, ``keywordRank``, ``rrf``). Every returned memory
-        has its reference count bumped (one UPDATE per request). The per-layer semantic and
-        keyword queries run at the same time (``MEMORY_SEARCH_THREADS``).
+        has its reference count bumped (one UPDATE per request, once the response is sent).
+        The per-layer semantic and keyword queries run at the same time
+        (``MEMORY_SEARCH_THREADS``).
         """
         body = SearchRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         ctx = require_context()
         found = memory_search(ctx, body.to_request(), concurrent=True)
-        access.memory_references_record(ctx, memory_ids=[c.memory.pk for c in found.results])
+        access.memory_references_record_after_response(
+            ctx, memory_ids=[c.memory.pk for c in found.results])
         response = Response({
             "results": search_results(found.results),
             "totalCount": found.total_count,
@@ -328,7 +330,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         ctx = require_context()
         recalled = memory_recall(ctx, body.to_request(), concurrent=True)
-        access.memory_references_record(
+        access.memory_references_record_after_response(
             ctx, memory_ids=[r.candidate.memory.pk for r in recalled]
         )
         return Response({"results": recall_results(recalled)})

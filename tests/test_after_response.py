@@ -1,0 +1,60 @@
+"""Work deferred until the response has been sent (``memory_project.after_response``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import pytest
+from django.core.signals import request_finished
+from django.http import HttpRequest, HttpResponse
+from django.test import RequestFactory
+
+from memory_project.after_response import AfterResponseMiddleware, after_response
+
+
+def _serve(status: int, work: Callable[[], None]) -> HttpResponse:
+    def view(request: HttpRequest) -> HttpResponse:
+        after_response(work)
+        return HttpResponse(status=status)
+
+    return AfterResponseMiddleware(view)(RequestFactory().get("/"))
+
+
+def test_outside_a_request_the_work_runs_at_once() -> None:
+    done: list[int] = []
+    after_response(lambda: done.append(1))
+    assert done == [1]
+
+
+def test_in_a_request_the_work_waits_for_the_response_to_be_closed() -> None:
+    done: list[str] = []
+    response = _serve(200, lambda: done.append("counted"))
+    assert response.status_code == 200 and done == []
+    response.close()  # what the WSGI server does once the body is sent
+    assert done == ["counted"]
+    request_finished.send(sender=None)
+    assert done == ["counted"]  # once only
+
+
+def test_an_error_response_drops_the_work() -> None:
+    done: list[str] = []
+    _serve(404, lambda: done.append("counted"))
+    request_finished.send(sender=None)
+    assert done == []
+
+
+def test_a_failure_is_logged_and_the_other_work_still_runs(caplog: pytest.LogCaptureFixture
+                                                          ) -> None:
+    done: list[str] = []
+
+    def view(request: HttpRequest) -> HttpResponse:
+        after_response(lambda: 1 / 0)
+        after_response(lambda: done.append("second"))
+        return HttpResponse()
+
+    AfterResponseMiddleware(view)(RequestFactory().get("/"))
+    with caplog.at_level(logging.ERROR, logger="memory_project.after_response"):
+        request_finished.send(sender=None)
+    assert done == ["second"]
+    assert "ZeroDivisionError" in caplog.text
