@@ -3,30 +3,41 @@
 Counting a retrieval (``reference_count``, ``last_referenced_at``, ...) is a write of whole
 rows: on the 100k bench tenant the one UPDATE per search took 17 ms when the rows' pages had
 room for a HOT update and 40–80 ms when they had not (every index, HNSW included, gets the
-new row version). None of it changes the answer, so the search, recall and get endpoints
-hand it to :func:`after_response`: the WSGI server calls the response's ``close()`` once the
-body is on the wire, Django sends ``request_finished`` there, and the deferred work runs then,
-in the same worker thread, before the thread takes its next request. Django's test client
-also closes each response before returning it, so tests see the writes at once.
+new row version). None of it changes the answer, so the search and recall endpoints hand
+it to :func:`after_response`: the WSGI server calls the response's ``close()`` once the body
+is on the wire, Django sends ``request_finished`` there, and the deferred work is queued to
+one background thread per process (``AFTER_RESPONSE_IN_BACKGROUND``, on by default). Running
+it in the request's thread instead would delay the next request on the same keep-alive
+connection, which gunicorn reads only when that thread is done.
 
-Outside a request (a shell, a task, a management command) the work runs immediately. Work
-deferred by a request whose response is an error (status ≥ 400) is dropped. A failure is
-logged with its traceback and never reaches the client, which already has its answer.
+With the setting off (the tests' default) the work runs in the request's thread at
+``close()``; Django's test client closes each response before returning it, so tests see the
+writes at once. Outside a request (a shell, a task, a management command) the work runs
+immediately. Work deferred by a request whose response is an error (status ≥ 400) is
+dropped. A failure is logged with its traceback and never reaches the client, which already
+has its answer. The queue is in memory: work still queued when a process is killed
+(SIGKILL) is lost; a normal exit waits for it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from django.conf import settings
 from django.core.signals import request_finished
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 
 logger = logging.getLogger(__name__)
 
 _local = threading.local()
+_background: ThreadPoolExecutor | None = None
+_background_lock = threading.Lock()
 
 
 def after_response(work: Callable[[], Any]) -> None:
@@ -38,14 +49,49 @@ def after_response(work: Callable[[], Any]) -> None:
         pending.append(work)
 
 
-def _run_pending(**_: Any) -> None:
-    pending: list[Callable[[], Any]] = getattr(_local, "pending", None) or []
-    _local.pending = None
+def _run_all(pending: list[Callable[[], Any]], *, own_connection: bool) -> None:
+    if own_connection:
+        connection.close_if_unusable_or_obsolete()  # a broken or expired connection reopens
     for work in pending:
         try:
             work()
         except Exception:
             logger.exception("work deferred until after the response failed")
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _background
+    with _background_lock:
+        if _background is None:
+            _background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="after-response")
+        return _background
+
+
+def _run_pending(**_: Any) -> None:
+    pending: list[Callable[[], Any]] = getattr(_local, "pending", None) or []
+    _local.pending = None
+    if not pending:
+        return
+    if settings.AFTER_RESPONSE_IN_BACKGROUND:
+        _executor().submit(contextvars.copy_context().run, _run_all, pending,
+                           own_connection=True)
+    else:
+        _run_all(pending, own_connection=False)
+
+
+def _close_connection() -> None:
+    connection.close()  # resolved on the calling thread: the background thread's own
+
+
+def drain() -> None:
+    """Wait until the work queued so far has run (the next deferred work starts a new
+    queue)."""
+    global _background
+    with _background_lock:
+        executor, _background = _background, None
+    if executor is not None:
+        executor.submit(_close_connection).result()
+        executor.shutdown(wait=True)
 
 
 request_finished.connect(_run_pending, dispatch_uid="memory_project.after_response")

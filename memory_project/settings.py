@@ -218,6 +218,9 @@ MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 100)
 MEMORY_HNSW_EF_SEARCH_MAX = env_int("MEMORY_HNSW_EF_SEARCH_MAX", 1000)
 # Scopes smaller than this are ranked by an exact scan (~2 µs a row) instead of HNSW.
 MEMORY_EXACT_SCAN_MAX_ROWS = env_int("MEMORY_EXACT_SCAN_MAX_ROWS", 2000)
+# Search and recall count their references after the response, on a background thread
+# (memory_project.after_response); off: in the request's thread as the response closes.
+AFTER_RESPONSE_IN_BACKGROUND = env_bool("AFTER_RESPONSE_IN_BACKGROUND", True)
 # Threads per process that run a search's per-layer semantic and keyword queries at the same
 # time (memories.concurrency); below 2, they run one after another.
 MEMORY_SEARCH_THREADS = env_int("MEMORY_SEARCH_THREADS", 4)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.core.signals import request_finished
 from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory
 
-from memory_project.after_response import AfterResponseMiddleware, after_response
+from memory_project.after_response import AfterResponseMiddleware, after_response, drain
 
 
 def _serve(status: int, work: Callable[[], None]) -> HttpResponse:
@@ -58,3 +60,21 @@ def test_a_failure_is_logged_and_the_other_work_still_runs(caplog: pytest.LogCap
         request_finished.send(sender=None)
     assert done == ["second"]
     assert "ZeroDivisionError" in caplog.text
+
+
+def test_in_the_background_the_work_runs_on_its_own_thread_after_the_close(settings: Any
+                                                                           ) -> None:
+    settings.AFTER_RESPONSE_IN_BACKGROUND = True
+    ran_on: list[str] = []
+    gate = threading.Event()
+
+    def work() -> None:
+        gate.wait(5)
+        ran_on.append(threading.current_thread().name)
+
+    response = _serve(200, work)
+    response.close()  # returns at once: the work waits for the gate on another thread
+    assert ran_on == []
+    gate.set()
+    drain()
+    assert len(ran_on) == 1 and ran_on[0].startswith("after-response")

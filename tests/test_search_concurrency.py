@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from memories import concurrency, search
+from memories.models import Memory
+from memory_project.after_response import drain
+from tenants.context import tenant_scope
 from tests.helpers import body
 from tests.retrieval_helpers import recall, searched
 
@@ -95,3 +98,17 @@ def test_pool_threads_search_only_the_callers_tenant(tenant_a, tenant_b, threads
             assert len(contents) == 6
             assert all(text.startswith(own) for text in contents), contents
     assert any(name.startswith("search") for name in threads), threads
+
+
+def test_references_are_counted_on_the_background_thread(tenant_a, threads, settings) -> None:
+    settings.AFTER_RESPONSE_IN_BACKGROUND = True
+    _fill(tenant_a)
+    data = searched(tenant_a, "dairy makes me feel sick", threshold=0.0, limit=2,
+                    identifiers={**AGENT, "sessionId": "s1"})
+    drain()
+    returned = {r["memory"]["id"] for r in data["results"]}
+    assert returned
+    with tenant_scope(tenant_a.ctx):
+        counts = dict(Memory.objects.values_list("id", "reference_count"))
+    assert {str(pk) for pk, count in counts.items() if count == 1} == returned
+    assert {count for pk, count in counts.items() if str(pk) not in returned} == {0}
