@@ -1,8 +1,9 @@
 """Celery tasks: thin wrappers that enter a tenant's scope and call a service.
 
-``run_job`` fans a periodic job out to one ``tenant_job`` per active tenant; each
-``tenant_job`` runs inside that tenant's scope (row-level security applies) and is
-idempotent, acknowledged late and re-queued if its worker dies, so a retry is always safe.
+``run_job`` fans a periodic job out to one ``tenant_job`` per active tenant, through the job
+outbox (``jobs.services.job_enqueue``: a job the broker cannot take now is sent later, not
+lost); each ``tenant_job`` runs inside that tenant's scope (row-level security applies) and
+is idempotent, acknowledged late and re-queued if its worker dies, so a retry is always safe.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from celery import shared_task
 from django.db import OperationalError
 
+from jobs.services import job_enqueue
 from tenants.context import tenant_scope
 from tenants.models import Tenant
 from tenants.services import system_context
@@ -55,11 +57,14 @@ def run_job(self: Any, job: str) -> dict[str, int]:
         KeyError: unknown job name.
     """
     _resolve(job)
-    queue = (self.request.delivery_info or {}).get("routing_key") or None
-    tenant_ids = list(Tenant.objects.filter(is_active=True).values_list("id", flat=True))
-    for tenant_id in tenant_ids:
-        tenant_job.apply_async((job, str(tenant_id)), queue=queue)
-    return {"tenants": len(tenant_ids)}
+    queue = (self.request.delivery_info or {}).get("routing_key") or ""
+    tenants = list(Tenant.objects.filter(is_active=True))
+    for tenant in tenants:
+        ctx = system_context(tenant, f"job:{job}")
+        with tenant_scope(ctx):
+            job_enqueue(ctx, task="memories.tenant_job", args=[job, str(tenant.id)],
+                        queue=queue)
+    return {"tenants": len(tenants)}
 
 
 @shared_task(name="memories.tenant_job", **TASK_OPTIONS)

@@ -11,6 +11,8 @@ from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
 
+from memory_project.validation import STORABLE_TEXT_PATTERN
+
 ENVELOPE = {
     "type": "object",
     "required": ["error"],
@@ -45,19 +47,16 @@ WRITES = {
 }
 
 
-#: Text the database can store: no NUL, no unpaired surrogate (``validation.no_nul``, and
-#: DRF's ``CharField`` refuses NUL itself).
-STORABLE_TEXT = r"^[^\x00\ud800-\udfff]*$"
-
-
 def storable_text(result: dict[str, Any], generator: Any, request: Any,
                   public: bool) -> dict[str, Any]:
     """drf-spectacular ``POSTPROCESSING_HOOKS`` entry: every free-text string of a request
-    body or query parameter says it cannot hold NUL or unpaired surrogates."""
+    body or query parameter without a pattern of its own says that it cannot hold NUL
+    (``validation.STORABLE_TEXT_PATTERN``; ``validation.no_nul`` and DRF's ``CharField``
+    refuse it)."""
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             if node.get("type") == "string" and not ({"pattern", "enum", "format"} & set(node)):
-                node["pattern"] = STORABLE_TEXT
+                node["pattern"] = STORABLE_TEXT_PATTERN
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):

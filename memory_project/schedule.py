@@ -2,8 +2,9 @@
 admin under "Periodic tasks"); ``sync_beat_schedule`` adds missing entries and never
 overwrites an admin's change.
 
-Each entry runs ``memories.run_job`` with a job name (see ``memories.tasks.JOBS``), which
-fans out to one task per active tenant.
+An entry with ``"job"`` runs ``memories.run_job`` with that job name (see
+``memories.tasks.JOBS``), which fans out to one task per active tenant; an entry with
+``"task"`` runs that task without arguments.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # memory_storage_size{layer} for /metrics: memories by layer, counted per tenant.
     # Every 5 minutes.
     "storage size metrics": {"job": "storage_size", "every_seconds": 300},
+    # Jobs queued while the broker (Redis) was unreachable are handed over once it is back
+    # (jobs.services). Every 30 seconds.
+    "send queued jobs": {"task": "jobs.outbox_drain", "every_seconds": 30},
 }
 
 
@@ -51,7 +55,10 @@ def sync_beat_schedule() -> list[str]:
             schedule["crontab"], _ = CrontabSchedule.objects.get_or_create(
                 **{"day_of_week": "*", "day_of_month": "*", "month_of_year": "*",
                    "timezone": "UTC", **entry["crontab"]})
-        PeriodicTask.objects.create(name=name, task="memories.run_job",
-                                    args=json.dumps([entry["job"]]), **schedule)
+        if "task" in entry:
+            PeriodicTask.objects.create(name=name, task=entry["task"], **schedule)
+        else:
+            PeriodicTask.objects.create(name=name, task="memories.run_job",
+                                        args=json.dumps([entry["job"]]), **schedule)
         created.append(name)
     return created

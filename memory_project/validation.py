@@ -11,6 +11,20 @@ from rest_framework import serializers
 # Lone UTF-16 surrogates: JSON may spell them ("\ud800"), UTF-8 (and PostgreSQL) cannot.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
+# OpenAPI ``pattern``s, written in the regex syntax that ECMA-262 (what JSON Schema names),
+# Python and Rust's regex crate (used by validators such as schemathesis') all read alike: a
+# pattern one of them refuses is silently ignored by some tools. Unpaired surrogates are not in
+# the patterns (Rust refuses ``\ud800``); they are not Unicode text, so ``type: string``
+# already leaves them out.
+
+#: Text the database can store: no NUL (``unstorable_text``).
+STORABLE_TEXT_PATTERN = r"^[^\x00]*$"
+#: The characters Python's ``str.isspace`` (and so ``str.strip``) treats as whitespace.
+_WHITESPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: A layer identifier (``memories.layers``): no NUL and not blank (at least one character
+#: that ``str.strip`` keeps).
+IDENTIFIER_PATTERN = rf"^[^\x00]*[^\x00{_WHITESPACE}][^\x00]*$"
+
 
 def unstorable_text(value: Any) -> str | None:
     """Why ``value`` cannot be stored as PostgreSQL text/jsonb, or ``None`` when it can.

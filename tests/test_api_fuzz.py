@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import pytest
@@ -23,6 +24,11 @@ from drf_spectacular.views import SpectacularAPIView
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from memory_project.validation import (
+    IDENTIFIER_PATTERN,
+    STORABLE_TEXT_PATTERN,
+    unstorable_text,
+)
 from memory_project.wsgi import application
 
 pytestmark = pytest.mark.django_db
@@ -108,3 +114,47 @@ def test_it_fuzzes_the_schema_the_service_serves(client: Any) -> None:
     assert response.status_code == 200
     assert json.loads(response.content) == SERVED
     assert len(SERVED["paths"]) >= 15
+
+
+def _patterns(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+        return own + [p for value in node.values() for p in _patterns(value)]
+    if isinstance(node, list):
+        return [p for value in node for p in _patterns(value)]
+    return []
+
+
+def test_every_pattern_is_one_the_schema_validators_read() -> None:
+    """A pattern the Rust validator refuses is dropped without a word: schemathesis then
+    generates "valid" data that breaks the rule (NUL in identifiers did, once)."""
+    import jsonschema_rs
+
+    patterns = set(_patterns(SERVED))
+    assert {STORABLE_TEXT_PATTERN, IDENTIFIER_PATTERN} <= patterns
+    for pattern in patterns:
+        jsonschema_rs.validator_for({"type": "string", "pattern": pattern})  # raises if refused
+        re.compile(pattern)
+
+
+def test_the_identifier_pattern_is_the_rule_the_service_applies() -> None:
+    """Every character alone, and padded by letters: the pattern accepts exactly what
+    ``memories.layers`` accepts (not blank by ``str.strip``, nothing ``unstorable_text``)."""
+    import jsonschema_rs
+
+    validator = jsonschema_rs.validator_for({"type": "string", "pattern": IDENTIFIER_PATTERN})
+    disagreements = []
+    for code in [*range(0xD800), *range(0xE000, 0x10000), 0x1F600]:
+        for text in (chr(code), f"a{chr(code)}b", f" {chr(code)} "):
+            accepted = bool(text.strip()) and unstorable_text(text) is None
+            if validator.is_valid(text) != accepted:
+                disagreements.append(text)
+    assert not disagreements, [hex(ord(c)) for text in disagreements[:10] for c in text]
+
+
+def test_an_empty_cursor_is_the_first_page(tenant_a: Any) -> None:
+    tenant_a.add("listed")
+    first = tenant_a.client.get("/api/v1/memories", {"layer": "user", "userId": "u1",
+                                                     "cursor": ""})
+    assert first.status_code == 200
+    assert [m["content"] for m in first.json()["memories"]] == ["listed"]

@@ -172,6 +172,26 @@ def test_it_answers_bad_list_parameters_with_400(stored, query: str) -> None:
     assert_error(response, 400, "INVALID_INPUT")
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["/api/v1/reviews?status=", "/api/v1/reviews?status=open", "/api/v1/reviews?kind=x%00",
+     "/api/v1/reviews?kind=", "/api/v1/audit?action=", "/api/v1/audit?action=a%00b",
+     "/api/v1/audit?action=" + "a" * 65],
+)
+def test_it_answers_bad_review_and_audit_filters_with_400(stored, url: str) -> None:
+    assert_error(stored.client.get(url), 400, "INVALID_INPUT")
+
+
+def test_it_filters_reviews_and_audit_by_valid_values(stored) -> None:
+    assert stored.client.get("/api/v1/reviews?status=pending&kind=policy_hit").status_code \
+        == 200
+    actions = {e["action"] for e in body(stored.client.get("/api/v1/audit"))["results"]}
+    assert actions, "the stored fixture writes audit entries"
+    action = sorted(actions)[0]
+    filtered = body(stored.client.get("/api/v1/audit", {"action": action}))["results"]
+    assert filtered and {e["action"] for e in filtered} == {action}
+
+
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999", "9" * 400])
 @pytest.mark.parametrize("op", ["", "__gte", "__lt", "__contains"])
 def test_it_takes_odd_numbers_in_filters_without_failing(stored, value: str, op: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from governance.models import AuditEntry, Policy, ReviewItem
+from governance.models import AuditEntry, Policy, ReviewItem, ReviewKind, ReviewStatus
 from memory_project.validation import JsonObjectField, StrictCharField, no_nul
 
 
@@ -54,3 +54,20 @@ class TrySerializer(serializers.Serializer):
     text = StrictCharField(trim_whitespace=False, max_length=100_000, validators=[no_nul])
     layer = StrictCharField(required=False, default="user")
     metadata = JsonObjectField(required=False, default=dict, validators=[no_nul])
+
+
+class ReviewListParams(serializers.Serializer):
+    """Query parameters of ``GET /api/v1/reviews``: ``status`` and ``kind``, both optional;
+    any other value (the empty one too) is a 400, not an empty page. Give it a plain dict:
+    from a ``QueryDict``, DRF reads ``status=`` as "not sent"."""
+
+    status = serializers.ChoiceField(choices=ReviewStatus.choices, required=False)
+    kind = serializers.ChoiceField(choices=ReviewKind.choices, required=False)
+
+
+class AuditListParams(serializers.Serializer):
+    """Query parameter of ``GET /api/v1/audit``: ``action`` (e.g. ``policy_created``),
+    optional; empty or with NUL is a 400. Give it a plain dict (see ``ReviewListParams``)."""
+
+    action = StrictCharField(required=False, max_length=64, trim_whitespace=False,
+                             validators=[no_nul])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
@@ -14,9 +14,11 @@ from rest_framework.response import Response
 from governance import selectors, services
 from governance.api.serializers import (
     AuditEntrySerializer,
+    AuditListParams,
     DecisionSerializer,
     PolicySerializer,
     ReviewItemSerializer,
+    ReviewListParams,
     TrySerializer,
 )
 from memory_project.errors import InvalidInput, Unauthorized
@@ -132,11 +134,13 @@ class ReviewViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
     operation_name = {"list": "review.list", "retrieve": "review.get",
                       "approve": "review.approve", "reject": "review.reject"}
 
-    @extend_schema(parameters=[OpenApiParameter("status", str), OpenApiParameter("kind", str)])
+    @extend_schema(parameters=[ReviewListParams])
     def list(self, request: Request) -> Response:
         require_role("reviewer")
-        items = selectors.review_list(request.query_params.get("status"),
-                                      request.query_params.get("kind"))
+        params = ReviewListParams(data=request.query_params.dict())
+        params.is_valid(raise_exception=True)
+        items = selectors.review_list(params.validated_data.get("status"),
+                                      params.validated_data.get("kind"))
         page = self.paginate_queryset(items)
         return self.get_paginated_response(ReviewItemSerializer(page, many=True).data)
 
@@ -174,8 +178,10 @@ class AuditViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
     pagination_class = NewestFirst
     operation_name = {"list": "audit.list"}
 
-    @extend_schema(parameters=[OpenApiParameter("action", str)])
+    @extend_schema(parameters=[AuditListParams])
     def list(self, request: Request) -> Any:
         require_role()
-        page = self.paginate_queryset(selectors.audit_list(request.query_params.get("action")))
+        params = AuditListParams(data=request.query_params.dict())
+        params.is_valid(raise_exception=True)
+        page = self.paginate_queryset(selectors.audit_list(params.validated_data.get("action")))
         return self.get_paginated_response(AuditEntrySerializer(page, many=True).data)

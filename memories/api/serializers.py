@@ -14,6 +14,7 @@ from memories.models import Kind, Memory, MemoryHistory
 from memories.services import MemoryInput
 from memory_project.errors import InvalidInput
 from memory_project.validation import (
+    IDENTIFIER_PATTERN,
     JsonObjectField,
     StrictBooleanField,
     StrictCharField,
@@ -31,7 +32,7 @@ IDENTIFIERS_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "properties": {name: {"type": "string", "minLength": 1, "maxLength": MAX_IDENTIFIER_LENGTH,
-                          "pattern": r"^\s*\S", "nullable": True}
+                          "pattern": IDENTIFIER_PATTERN, "nullable": True}
                    for name in IDENTIFIER_FIELDS},
 }
 

@@ -36,6 +36,7 @@ from memories.recall import memory_recall
 from memories.search import memory_search
 from memory_project.errors import InvalidInput, MemoryNotFound
 from memory_project.openapi import EnvelopedListSchema
+from memory_project.validation import IDENTIFIER_PATTERN
 from tenants.api.mixins import TenantScopedViewSetMixin
 from tenants.context import require_context
 
@@ -67,7 +68,7 @@ def _memories(memories: list[Memory], request: Request) -> list[dict[str, Any]]:
 
 IDENTIFIER_PARAMS = [
     OpenApiParameter(name, str, required=False, description=f"Identifier {name}.",
-                     pattern=r"^\s*\S", allow_blank=False)
+                     pattern=IDENTIFIER_PATTERN, allow_blank=False)
     for name in IDENTIFIER_FIELDS
 ]
 
@@ -196,7 +197,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
 
     @extend_schema(
         operation_id="v1_memories_erase",
-        parameters=[OpenApiParameter(name, str, required=False, pattern=r"^\s*\S",
+        parameters=[OpenApiParameter(name, str, required=False, pattern=IDENTIFIER_PATTERN,
                                      allow_blank=False) for name in deletion.ERASE_IDENTIFIERS],
         responses={200: inline_serializer("EraseOutput", {"erased": serializers.IntegerField()})},
     )
@@ -253,8 +254,9 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         parameters=[
             OpenApiParameter("layer", str, required=True, enum=[x.value for x in Layer]),
             *IDENTIFIER_PARAMS,
-            OpenApiParameter("cursor", str, pattern=r"^[A-Za-z0-9_-]{22}$",
-                             description="nextCursor of the previous page"),
+            OpenApiParameter("cursor", str, pattern=r"^(?:[A-Za-z0-9_-]{22})?$",
+                             description="nextCursor of the previous page; absent or empty "
+                                         "for the first page"),
             OpenApiParameter("limit", {"type": "integer", "minimum": 1,
                                        "maximum": selectors.MAX_PAGE_SIZE},
                              description="1..100, default 50"),
