@@ -45,3 +45,29 @@ def memories_reembed(ctx: TenantContext, *, memory_ids: list[Any]) -> dict[str, 
                                                 version=F("version") + 1)
             done += 1
     return {"reembedded": done, "skipped": len(memory_ids) - done}
+
+
+def reembed_enqueue(ctx: TenantContext, *, batch_size: int = 100) -> tuple[int, int]:
+    """Queue ``memories.memory_reembed`` jobs for every memory of ``ctx``'s tenant whose
+    vector is not the current model's, ``batch_size`` memories per job, through the job
+    outbox (``jobs.services.job_enqueue``: kept in PostgreSQL until the broker takes them).
+    Running it again while jobs are pending queues those memories again; the task skips
+    what is already done.
+
+    Returns:
+        ``(memories, jobs)`` queued.
+
+    Raises:
+        ValueError: ``batch_size`` < 1.
+    """
+    from jobs.services import job_enqueue
+
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    model = get_embedder().model_name
+    ids = [str(pk) for pk in Memory.objects.exclude(embedding_model=model)
+           .order_by("pk").values_list("pk", flat=True)]
+    batches = [ids[i:i + batch_size] for i in range(0, len(ids), batch_size)]
+    for batch in batches:
+        job_enqueue(ctx, task="memories.memory_reembed", args=[str(ctx.tenant_id), batch])
+    return len(ids), len(batches)
