@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 from django.utils import timezone
 
@@ -33,6 +34,7 @@ from memories.filters import MetadataFilter
 from memories.layers import LayerIdentifiers
 from memories.search import Candidate, Mode, SearchRequest, search_candidates
 from memories.telemetry import results_observed
+from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 from tenants.selectors import tenant_settings_of
@@ -150,7 +152,7 @@ def memory_recall(ctx: TenantContext, request: RecallRequest, *, concurrent: boo
             + weights["recency"] * recency + weights["confidence"] * eff
         )
         recalled.append(Recalled(cand, relevance, memory.importance, recency, eff, score))
-    activity_record(ctx.tenant_id, "recall")
+    after_response(partial(activity_record, ctx.tenant_id, "recall"))
     recalled.sort(key=lambda r: (
         -r.score, -r.candidate.memory.created_at.timestamp(), str(r.candidate.memory.pk)
     ))

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,7 @@ from memories.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_laye
 from memories.models import Kind, Memory
 from memories.scoping import allowed_layers_of, check_layer, layer_queryset, resolve_identifiers
 from memories.telemetry import results_observed
+from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput, QueryTooLong
 from tenants.context import TenantContext
 from tenants.selectors import tenant_settings_of
@@ -325,7 +327,7 @@ def memory_search(ctx: TenantContext, request: SearchRequest, *, concurrent: boo
         As :func:`search_candidates`.
     """
     found = search_candidates(ctx, request, concurrent=concurrent)
-    activity_record(ctx.tenant_id, "search")
+    after_response(partial(activity_record, ctx.tenant_id, "search"))
     found = replace(found, results=found.results[: request.limit])
     results_observed(layers=found.searched_layers, result_layers=[
         c.layer for c in found.results], search=True)

@@ -40,13 +40,19 @@ _background: ThreadPoolExecutor | None = None
 _background_lock = threading.Lock()
 
 
-def after_response(work: Callable[[], Any]) -> None:
-    """Run ``work`` once the current response has been sent, or now outside a request."""
+def after_response(work: Callable[[], Any], *, even_after_errors: bool = False) -> None:
+    """Run ``work`` once the current response has been sent, or now outside a request.
+
+    ``even_after_errors``: keep it when the response is an error too (e.g. "this API key was
+    used"); by default an error response drops it.
+    """
     pending: list[Callable[[], Any]] | None = getattr(_local, "pending", None)
     if pending is None:
         work()
     else:
         pending.append(work)
+        if even_after_errors:
+            getattr(_local, "kept", []).append(work)
 
 
 def _run_all(pending: list[Callable[[], Any]], *, own_connection: bool) -> None:
@@ -98,18 +104,20 @@ request_finished.connect(_run_pending, dispatch_uid="memory_project.after_respon
 
 
 class AfterResponseMiddleware:
-    """Opens the request's list of deferred work; drops it when the response is an error."""
+    """Opens the request's list of deferred work; drops it when the response is an error
+    (except work deferred ``even_after_errors``)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         _local.pending = []
+        _local.kept = []
         try:
             response = self.get_response(request)
         except BaseException:
-            _local.pending = []
+            _local.pending = list(_local.kept)
             raise
         if response.status_code >= 400:
-            _local.pending = []
+            _local.pending = list(_local.kept)
         return response

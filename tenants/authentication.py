@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -9,7 +10,8 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from tenants.context import TenantContext, activate
+from memory_project.after_response import after_response
+from tenants.context import TenantContext, activate, tenant_scope
 from tenants.services import api_key_authenticate, api_key_touch
 
 
@@ -24,11 +26,17 @@ def raw_key_from(request: Request) -> str | None:
     return api_key or None
 
 
+def _touch(ctx: TenantContext) -> None:
+    with tenant_scope(ctx):
+        api_key_touch(ctx.api_key_id)
+
+
 class ApiKeyAuthentication(BaseAuthentication):
     """Authenticate with an API key and enter its tenant for the rest of the request.
 
     No key: returns ``None`` (the permission then answers ``MISSING_TENANT_CONTEXT``).
-    Bad key: raises ``INVALID_TENANT_CONTEXT``; the operation never proceeds.
+    Bad key: raises ``INVALID_TENANT_CONTEXT``; the operation never proceeds. The key's
+    ``last_used_at`` is written once the response has been sent (``after_response``).
     """
 
     def authenticate(self, request: Request) -> tuple[TenantContext, TenantContext] | None:
@@ -37,7 +45,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             return None
         ctx = api_key_authenticate(raw_key)
         activate(ctx)
-        api_key_touch(ctx.api_key_id)
+        after_response(partial(_touch, ctx), even_after_errors=True)
         return ctx, ctx
 
     def authenticate_header(self, request: Request) -> str:

@@ -14,6 +14,9 @@ from django.test import RequestFactory
 
 from memory_project.after_response import AfterResponseMiddleware, after_response, drain
 
+# Closing a response sends request_finished, on which Django also tidies the connections.
+pytestmark = pytest.mark.django_db
+
 
 def _serve(status: int, work: Callable[[], None]) -> HttpResponse:
     def view(request: HttpRequest) -> HttpResponse:
@@ -78,3 +81,15 @@ def test_in_the_background_the_work_runs_on_its_own_thread_after_the_close(setti
     gate.set()
     drain()
     assert len(ran_on) == 1 and ran_on[0].startswith("after-response")
+
+
+def test_work_kept_even_after_errors_survives_an_error_response() -> None:
+    done: list[str] = []
+
+    def view(request: HttpRequest) -> HttpResponse:
+        after_response(lambda: done.append("key used"), even_after_errors=True)
+        after_response(lambda: done.append("results counted"))
+        return HttpResponse(status=404)
+
+    AfterResponseMiddleware(view)(RequestFactory().get("/")).close()
+    assert done == ["key used"]
