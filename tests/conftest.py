@@ -114,5 +114,15 @@ def _fresh_breakers() -> Iterator[None]:
 
 
 @pytest.fixture
+def own_redis() -> Iterator[Any]:
+    """A Redis server of the test's own (``tests.fault_helpers.RedisServer``), which it may
+    stop and start; this process's cache, rate limiter and breakers use it meanwhile."""
+    from tests.fault_helpers import redis_for_this_process
+
+    with redis_for_this_process() as server:
+        yield server
+
+
+@pytest.fixture
 def anon() -> APIClient:
     return APIClient()

@@ -15,6 +15,7 @@ import pytest
 import redis
 from django.conf import settings
 
+from tests.fault_helpers import stale_tenant
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
@@ -27,27 +28,15 @@ def stale_memories(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dic
     from django.core.cache import cache
 
     from memories import embeddings
-    from memories.layers import LayerIdentifiers
-    from memories.models import Memory
-    from memories.services import MemoryInput, memory_bulk_add
-    from tenants import services as tenant_services
-    from tenants.context import tenant_scope
-    from tests.test_celery_worker import _delete_tenant
 
-    with django_db_blocker.unblock():
-        tenant = tenant_services.tenant_create(name=f"Reembed {time.time_ns()}")
-        ctx = tenant_services.system_context(tenant, "test")
-        items = [MemoryInput(content=f"note {i}: the team ships release {i} on a Tuesday",
-                             layer="user", identifiers=LayerIdentifiers(userId="u1"))
-                 for i in range(200)]
-        with tenant_scope(ctx):
-            ids = [r.memory.pk for r in memory_bulk_add(ctx, items=items)]
-            Memory.objects.filter(pk__in=ids).update(embedding_model="older-model")
+    texts = [f"note {i}: the team ships release {i} on a Tuesday" for i in range(200)]
+    with stale_tenant(django_db_blocker, "Reembed", texts) as tenant:
         # The worker must compute every vector (slow enough to be killed in the middle).
-        cache.delete_many([embeddings._cache_key(tenant.id, embeddings.content_hash(i.content),
-                                                 "content") for i in items])
-        yield {"tenant": tenant, "ctx": ctx, "ids": [str(pk) for pk in ids]}
-        _delete_tenant(str(tenant.id))
+        with django_db_blocker.unblock():
+            cache.delete_many([embeddings._cache_key(tenant["tenant"].id,
+                                                     embeddings.content_hash(text), "content")
+                               for text in texts])
+        yield tenant
 
 
 def test_worker_killed_mid_task(stale_memories: dict[str, Any], django_db_blocker: Any) -> None:

