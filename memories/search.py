@@ -2,11 +2,8 @@
 
 Per layer the caller can reach:
 
-- semantic: pgvector cosine distance ``<=>`` over the HNSW index, top ``limit``; cosine
-  similarity = 1 − distance, kept when ≥ ``threshold`` (default 0.7, seed 001). Small scopes
-  are scanned exactly; when a filtered HNSW scan returns fewer than ``limit`` rows (the
-  filter starved it; pgvector before 0.8 has no iterative scans), it is widened to 1000
-  candidates, then the layer is searched exactly.
+- semantic: pgvector cosine distance over the HNSW index, top ``limit``, cosine similarity
+  ≥ ``threshold`` (default 0.7, seed 001); see ``memories.semantic``.
 - keyword: Okapi BM25 over the generated ``search_vector`` (see ``memories.keyword``).
 - hybrid (default): Reciprocal Rank Fusion of the two lists, ``Σ 1/(k + rank)`` with
   ``k = 60``; a memory missing from a list takes rank ``limit + 1`` there (seed 002; Cormack,
@@ -20,7 +17,6 @@ similarity to an already kept result of a higher-precedence layer is ≥ 0.95 is
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -29,11 +25,9 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from cachetools import TTLCache
 from django.conf import settings
 from django.db import connection
-from django.db.models import FloatField, Q, QuerySet
-from django.db.models.expressions import ExpressionWrapper, Value
+from django.db.models import Q, QuerySet
 from pgvector.django import CosineDistance
 
 from governance.services import filter_results
@@ -45,6 +39,7 @@ from memories.keyword import bm25
 from memories.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
 from memories.models import Kind, Memory
 from memories.scoping import allowed_layers_of, check_layer, layer_queryset, resolve_identifiers
+from memories.semantic import LIGHT_COLUMNS, semantic_list
 from memories.telemetry import results_observed
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput, QueryTooLong
@@ -146,61 +141,10 @@ def scope_filter(scope: str | None) -> Q:
     )
 
 
-#: Columns never needed to rank or to answer (``context`` is part of the answer).
-_LIGHT = ("embedding", "search_vector", "term_frequencies")
-
-
-#: Per scope (its SQL), how the last semantic ranking succeeded: the ``hnsw.ef_search`` to
-#: start from, or ``EXACT``. A scope that starved the index last time starts wider.
-_scan_starts: TTLCache[tuple[str, tuple[str, ...]], int] = TTLCache(maxsize=4096, ttl=300)
-_scan_lock = threading.Lock()
-EXACT = 0
-
-
-def _semantic(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memory]:
-    """The ``limit`` memories of ``base`` nearest to ``vector``, nearest first.
-
-    A scope of fewer than ``MEMORY_EXACT_SCAN_MAX_ROWS`` memories (counted up to that bound)
-    is scanned exactly: exact, and cheaper than a graph walk. A larger one goes through the
-    HNSW index, ordered by distance alone in SQL (a second sort key would keep the planner off
-    the index); equal distances are then ordered by id here. pgvector 0.6 has no iterative
-    index scans, so a scan whose rows the filters mostly drop (a small tenant or layer in a
-    big table) can return fewer than ``limit``: it is then widened to
-    ``MEMORY_HNSW_EF_SEARCH_MAX`` candidates, and if that still starves, the scope is scanned
-    exactly (``distance + 0`` keeps the planner off the index). The way that worked is
-    remembered for the scope for five minutes, so the next search starts there.
-    """
-    distance = CosineDistance("embedding", vector)
-    light = base.defer(*_LIGHT)
-    sql, params = base.values("pk").query.sql_with_params()
-    key = (sql, tuple(map(str, params)))
-    with _scan_lock:
-        start = _scan_starts.get(key)
-    if start is None:
-        bound = settings.MEMORY_EXACT_SCAN_MAX_ROWS
-        start = EXACT if base.values("pk")[:bound].count() < bound else _ef_search(limit)
-    rows: list[Memory] = []
-    if start != EXACT and connection.in_atomic_block:
-        for ef_search in sorted({start, _ef_search(limit, widest=True)}):
-            _set_ef_search(ef_search)
-            rows = list(light.annotate(distance=distance).order_by("distance")[:limit])
-            if len(rows) >= limit:
-                start = ef_search
-                break
-        _set_ef_search(_ef_search(limit))
-    if len(rows) < limit:
-        start = EXACT
-        exact = ExpressionWrapper(distance + Value(0.0), output_field=FloatField())
-        rows = list(light.annotate(distance=exact).order_by("distance")[:limit])
-    with _scan_lock:
-        _scan_starts[key] = start
-    return sorted(rows, key=lambda m: (m.distance, str(m.pk)))
-
-
 def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None
              ) -> list[Memory]:
     scored = bm25(base, query, limit)
-    rows_qs = base.defer(*_LIGHT).filter(pk__in=[pk for pk, _ in scored])
+    rows_qs = base.defer(*LIGHT_COLUMNS).filter(pk__in=[pk for pk, _ in scored])
     if vector is not None:
         rows_qs = rows_qs.annotate(distance=CosineDistance("embedding", vector))
     rows = {m.pk: m for m in rows_qs}
@@ -211,13 +155,6 @@ def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray 
             memory.keyword_score = score
             ranked.append(memory)
     return ranked
-
-
-def _semantic_list(base: QuerySet[Memory], vector: np.ndarray, limit: int, threshold: float
-                   ) -> list[Memory]:
-    """The semantic list: nearest first, cosine similarity ≥ ``threshold``."""
-    _set_ef_search(_ef_search(limit))
-    return [m for m in _semantic(base, vector, limit) if 1.0 - float(m.distance) >= threshold]
 
 
 def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
@@ -255,7 +192,7 @@ def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarra
 
     def semantic() -> list[Memory]:
         if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
-            return _semantic_list(base, vector, limit, threshold)
+            return semantic_list(base, vector, limit, threshold)
         return []
 
     def keyword() -> list[Memory]:
@@ -392,17 +329,3 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
     }
     return SearchResult(results=results, total_count=total, searched_layers=layers,
                         timings_ms=timings)
-
-
-def _ef_search(limit: int, *, widest: bool = False) -> int:
-    """The HNSW candidate list length for ``limit`` results: ``MEMORY_HNSW_EF_SEARCH`` and at
-    least ``2 × limit``; ``widest``: ``MEMORY_HNSW_EF_SEARCH_MAX`` (pgvector caps it at 1000)."""
-    ef_search = max(settings.MEMORY_HNSW_EF_SEARCH, 2 * limit)
-    return max(settings.MEMORY_HNSW_EF_SEARCH_MAX, ef_search) if widest else ef_search
-
-
-def _set_ef_search(ef_search: int) -> None:
-    """``SET LOCAL hnsw.ef_search`` (only inside a transaction, where ``SET LOCAL`` lasts)."""
-    if connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search)])

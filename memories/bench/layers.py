@@ -16,13 +16,12 @@ from django.db import connection
 from memories.embeddings import embed_query
 from memories.layers import Layer, LayerIdentifiers
 from memories.scoping import layer_queryset, resolve_identifiers
-from memories.search import Mode, SearchRequest, _ef_search, _layer_candidates, _set_ef_search
+from memories.search import Mode, SearchRequest, _layer_candidates
 from tenants.context import TenantContext, tenant_scope
 
 
 def _one_layer(ctx: TenantContext, request: SearchRequest, vector: np.ndarray) -> int:
     with tenant_scope(ctx):
-        _set_ef_search(_ef_search(request.limit))
         ids = resolve_identifiers(ctx, request.identifiers)
         base = layer_queryset(Layer.PROJECT, ids)
         return len(_layer_candidates(base, Layer.PROJECT, request, vector, 0.0))
