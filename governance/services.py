@@ -16,6 +16,7 @@ from governance.models import AuditEntry, Policy, ReviewItem, ReviewKind, Review
 from governance.pii import redact
 from governance.policies import Decision, clean_policy_data, evaluate
 from memory_project.errors import InvalidInput, NotFound, PolicyViolation, ReviewAlreadyDecided
+from tenants.config_cache import cached
 from tenants.context import TenantContext, dangerously_cross_tenant
 
 logger = logging.getLogger(__name__)
@@ -51,8 +52,10 @@ def audit_cross_tenant_probe(ctx: TenantContext, *, model: type[Model], object_i
 
 
 def policies_in_force(ctx: TenantContext) -> list[Policy]:
-    """The tenant's enabled policies, by name (one query; a bulk write reads them once)."""
-    return list(Policy.objects.filter(enabled=True).order_by("name"))
+    """The tenant's enabled policies, by name (``tenants.config_cache``: one version lookup
+    while the tenant's configuration is unchanged; a bulk write reads them once)."""
+    return cached(ctx.tenant_id, "policies", None,
+                  lambda: list(Policy.objects.filter(enabled=True).order_by("name")))
 
 
 def enforce_write(ctx: TenantContext, *, content: str, metadata: dict[str, Any], layer: str,

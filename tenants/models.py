@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import models
 from uuid6 import uuid7
 
@@ -20,6 +22,10 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     is_active = models.BooleanField(default=True)
     settings = models.JSONField(default=dict, blank=True)
+    #: Replaced by a new random UUID, by triggers, whenever the tenant's settings, policies,
+    #: organisations, teams or projects change (migration ``tenants.0003``); the key of the
+    #: per-process configuration cache (``tenants.config_cache``).
+    config_version = models.UUIDField(default=uuid.uuid4, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -8,27 +8,43 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from tenants.context import TenantContext
+from tenants.config_cache import cached
+from tenants.context import TenantContext, require_context
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
 
 
 def project_ancestry(project_id: str) -> tuple[str | None, str | None]:
-    """``(teamId, orgId)`` of the project ``project_id`` in the active tenant.
+    """``(teamId, orgId)`` of the project ``project_id`` in the active tenant
+    (``tenants.config_cache``).
 
     ``(None, None)`` when the project is not registered in the hierarchy.
+
+    Raises:
+        MissingTenantContext: no tenant in scope.
     """
-    row = (
-        Project.objects.filter(external_id=project_id)
-        .values_list("team__external_id", "team__org__external_id")
-        .first()
-    )
-    return (row[0], row[1]) if row else (None, None)
+    def load() -> tuple[str | None, str | None]:
+        row = (
+            Project.objects.filter(external_id=project_id)
+            .values_list("team__external_id", "team__org__external_id")
+            .first()
+        )
+        return (row[0], row[1]) if row else (None, None)
+
+    return cached(require_context().tenant_id, "project_ancestry", project_id, load)
 
 
 def team_ancestry(team_id: str) -> str | None:
-    """The ``orgId`` of the team ``team_id`` in the active tenant, or ``None``."""
-    rows = Team.objects.filter(external_id=team_id).values_list("org__external_id", flat=True)
-    return rows.first()
+    """The ``orgId`` of the team ``team_id`` in the active tenant, or ``None``
+    (``tenants.config_cache``).
+
+    Raises:
+        MissingTenantContext: no tenant in scope.
+    """
+    def load() -> str | None:
+        rows = Team.objects.filter(external_id=team_id).values_list("org__external_id", flat=True)
+        return rows.first()
+
+    return cached(require_context().tenant_id, "team_ancestry", team_id, load)
 
 
 def org_list() -> QuerySet[Organization]:
@@ -60,6 +76,10 @@ def tenant_by_ref(ref: str) -> Tenant | None:
 
 
 def tenant_settings_of(ctx: TenantContext) -> dict[str, Any]:
-    """The settings document of ``ctx``'s tenant (``{}`` when unset or the tenant is gone)."""
-    raw = Tenant.objects.filter(pk=ctx.tenant_id).values_list("settings", flat=True).first()
-    return dict(raw) if isinstance(raw, dict) else {}
+    """The settings document of ``ctx``'s tenant (``{}`` when unset or the tenant is gone;
+    ``tenants.config_cache``)."""
+    def load() -> dict[str, Any]:
+        raw = Tenant.objects.filter(pk=ctx.tenant_id).values_list("settings", flat=True).first()
+        return dict(raw) if isinstance(raw, dict) else {}
+
+    return cached(ctx.tenant_id, "settings", None, load)

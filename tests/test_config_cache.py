@@ -1,0 +1,121 @@
+"""``tenants.config_cache``: settings, policies in force and the project hierarchy are read
+once per configuration version, and any change, by service or by plain SQL, is seen by the
+next read; a change rolled back never is."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from governance.services import policies_in_force, policy_create
+from memories.search import default_threshold
+from tenants import config_cache
+from tenants.context import tenant_scope
+from tenants.selectors import project_ancestry, team_ancestry, tenant_settings_of
+from tenants.services import org_create, project_create, team_create, tenant_settings_update
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def empty_cache() -> None:
+    config_cache.clear()
+
+
+def data_queries(read: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """``read()`` and the queries it ran other than the version lookup."""
+    with CaptureQueriesContext(connection) as captured:
+        value = read()
+    return value, [q["sql"] for q in captured.captured_queries
+                   if "config_version" not in q["sql"]]
+
+
+def names(ctx: Any) -> list[str]:
+    return [p.name for p in policies_in_force(ctx)]
+
+
+def test_a_second_read_runs_only_the_version_lookup(tenant_a) -> None:
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        policy_create(tenant_a.ctx, data={"name": "no-secrets", "denied_terms": ["secret"]})
+        first, queries = data_queries(lambda: names(tenant_a.ctx))
+        assert first == ["no-secrets"] and queries
+        for read in (lambda: names(tenant_a.ctx), lambda: tenant_settings_of(tenant_a.ctx),
+                     lambda: project_ancestry("p1")):
+            read()
+        again, queries = data_queries(lambda: names(tenant_a.ctx))
+        assert again == ["no-secrets"] and queries == []
+        _, queries = data_queries(lambda: (tenant_settings_of(tenant_a.ctx),
+                                           project_ancestry("p1")))
+        assert queries == []
+
+
+def test_services_changes_are_seen_by_the_next_read(tenant_a) -> None:
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        assert names(tenant_a.ctx) == [] and project_ancestry("p1") == (None, None)
+        assert default_threshold(tenant_a.ctx) == 0.7 and team_ancestry("t1") is None
+        policy_create(tenant_a.ctx, data={"name": "no-secrets", "denied_terms": ["secret"]})
+        org_create(tenant_a.ctx, external_id="o1")
+        team_create(tenant_a.ctx, external_id="t1", org_id="o1")
+        project_create(tenant_a.ctx, external_id="p1", team_id="t1")
+        tenant_settings_update(tenant_a.ctx, patch={"search": {"defaultThreshold": 0.4}})
+        assert names(tenant_a.ctx) == ["no-secrets"]
+        assert project_ancestry("p1") == ("t1", "o1") and team_ancestry("t1") == "o1"
+        assert default_threshold(tenant_a.ctx) == 0.4
+
+
+@pytest.mark.parametrize("change", [
+    "UPDATE governance_policy SET enabled = false",
+    "DELETE FROM tenants_project",
+    "UPDATE tenants_team SET external_id = 't9'",
+    "UPDATE tenants_tenant SET settings = '{\"search\": {\"defaultThreshold\": 0.2}}' "
+    "WHERE id = %(tenant)s",
+])
+def test_a_change_in_plain_sql_is_seen_too(tenant_a, change: str) -> None:
+    """What another process (the console, the admin, an operator's SQL) writes reaches this
+    process's cache through the triggers alone."""
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        policy_create(tenant_a.ctx, data={"name": "no-secrets", "denied_terms": ["secret"]})
+        org_create(tenant_a.ctx, external_id="o1")
+        team_create(tenant_a.ctx, external_id="t1", org_id="o1")
+        project_create(tenant_a.ctx, external_id="p1", team_id="t1")
+        before = (names(tenant_a.ctx), project_ancestry("p1"), team_ancestry("t1"),
+                  default_threshold(tenant_a.ctx))
+        with connection.cursor() as cursor:
+            cursor.execute(change, {"tenant": tenant_a.ctx.tenant_id})
+        after = (names(tenant_a.ctx), project_ancestry("p1"), team_ancestry("t1"),
+                 default_threshold(tenant_a.ctx))
+    assert before == (["no-secrets"], ("t1", "o1"), "o1", 0.7)
+    assert after != before
+
+
+def test_a_rolled_back_change_is_never_served(tenant_a) -> None:
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        assert names(tenant_a.ctx) == []
+    with pytest.raises(RuntimeError), transaction.atomic(), tenant_scope(tenant_a.ctx):
+        policy_create(tenant_a.ctx, data={"name": "doomed", "denied_terms": ["x"]})
+        assert names(tenant_a.ctx) == ["doomed"]  # cached under the uncommitted version
+        raise RuntimeError("roll back")
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        assert names(tenant_a.ctx) == []
+
+
+def test_tenants_never_share_entries(tenant_a, tenant_b) -> None:
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        policy_create(tenant_a.ctx, data={"name": "a-only", "denied_terms": ["x"]})
+        project_create(tenant_a.ctx, external_id="p1")
+        tenant_settings_update(tenant_a.ctx, patch={"search": {"defaultThreshold": 0.3}})
+        assert names(tenant_a.ctx) == ["a-only"]
+        assert default_threshold(tenant_a.ctx) == 0.3
+    with transaction.atomic(), tenant_scope(tenant_b.ctx):
+        assert names(tenant_b.ctx) == [] and default_threshold(tenant_b.ctx) == 0.7
+
+
+def test_callers_get_copies(tenant_a) -> None:
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        tenant_settings_update(tenant_a.ctx, patch={"search": {"defaultThreshold": 0.3}})
+        tenant_settings_of(tenant_a.ctx)["search"]["defaultThreshold"] = 0.9
+        assert default_threshold(tenant_a.ctx) == 0.3
