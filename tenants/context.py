@@ -106,13 +106,20 @@ def activate(ctx: TenantContext) -> None:
 
 
 def deactivate() -> None:
-    """Leave any tenant scope entered with :func:`activate`."""
+    """Leave any tenant scope entered with :func:`activate`.
+
+    The settings are transaction-local: inside the outermost transaction, which is about to
+    end, they go with it; inside a nested one (a test's transaction) they are cleared, in one
+    statement.
+    """
     _current.set(None)
     _cross_tenant.set(None)
     conn = connection
-    if conn.connection is not None and conn.in_atomic_block and not conn.needs_rollback:
-        set_guc(TENANT_GUC, "")
-        set_guc(CROSS_TENANT_GUC, "")
+    if (conn.connection is not None and len(conn.atomic_blocks) > 1
+            and not conn.needs_rollback):
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT set_config(%s, '', true), set_config(%s, '', true)",
+                           [TENANT_GUC, CROSS_TENANT_GUC])
 
 
 @contextmanager
