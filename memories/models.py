@@ -99,6 +99,19 @@ class Memory(TenantOwnedModel):
         output_field=models.JSONField(),
         db_persist=True,
     )
+    #: One lexeme naming the row's layer scope: its tenant, layer and the identifiers the layer
+    #: requires (SQL function ``memory_scope_key``, migration 0010; ``scoping.scope_lexeme``).
+    #: Indexed with ``search_vector`` in one GIN index, so a keyword query finds the memories
+    #: of one scope holding a term in a single index scan.
+    scope_key = models.GeneratedField(
+        expression=Func(
+            "tenant_id", "layer", "agent_id", "user_id", "session_id", "project_id", "team_id",
+            "org_id", "company_id", function="memory_scope_key",
+            output_field=SearchVectorField(),
+        ),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
 
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT)
     scope = models.CharField(max_length=100, default="global")
@@ -138,7 +151,7 @@ class Memory(TenantOwnedModel):
             models.Index(fields=["tenant", "layer", "company_id", "id"], name="mem_company_idx"),
             models.Index(fields=["tenant", "content_hash"], name="mem_hash_idx"),
             GinIndex(fields=["metadata"], name="mem_metadata_gin", opclasses=["jsonb_path_ops"]),
-            GinIndex(fields=["search_vector"], name="mem_search_vector_gin"),
+            GinIndex(fields=["search_vector", "scope_key"], name="mem_keyword_gin"),
             HnswIndex(
                 name="mem_embedding_hnsw",
                 fields=["embedding"],

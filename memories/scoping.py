@@ -14,8 +14,11 @@ A key may be restricted to layers (``allowed_layers``) and bound to identifiers
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from typing import Any
 
+from django.contrib.postgres.search import SearchQuery
 from django.db.models import Q, QuerySet
 
 from memories.layers import (
@@ -80,6 +83,30 @@ def layer_queryset(
     columns: dict[str, Any] = require_identifiers(layer, identifiers)
     return Memory.objects.filter(layer=layer.value, state__in=states, pruned_at__isnull=True,
                                  **columns)
+
+
+def scope_lexeme(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifiers) -> str:
+    """The ``scope_key`` lexeme of ``layer``'s rows for ``identifiers`` (already resolved):
+    ``'s' + md5(tenant, layer, the layer's required identifiers)``, joined by ``chr(31)``, as
+    the SQL function ``memory_scope_key`` computes it (migration ``memories.0010``).
+
+    Raises:
+        MissingIdentifier: the layer's required identifiers are not all present.
+    """
+    columns = require_identifiers(layer, identifiers)
+    raw = "\x1f".join([str(tenant_id), layer.value, *columns.values()])
+    return "s" + hashlib.md5(raw.encode(), usedforsecurity=False).hexdigest()
+
+
+def keyword_scope(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifiers) -> Q:
+    """``scope_key`` matches :func:`scope_lexeme`: AND-ed to a keyword query's term, the
+    ``mem_keyword_gin`` index finds the scope's memories holding the term in one scan (with
+    ``tenant_id`` alone, PostgreSQL intersected the term's index entries with the tenant's
+    ~100k btree entries, ~20 ms on every keyword query of the 100k bench tenant). It narrows
+    :func:`layer_queryset`, whose column filters stay.
+    """
+    lexeme = scope_lexeme(tenant_id, layer, identifiers)
+    return Q(scope_key=SearchQuery(lexeme, search_type="raw", config="simple"))
 
 
 def check_layer(ctx: TenantContext, layer: Layer) -> None:

@@ -38,7 +38,13 @@ from memories.filters import MetadataFilter
 from memories.keyword import bm25
 from memories.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
 from memories.models import Kind, Memory
-from memories.scoping import allowed_layers_of, check_layer, layer_queryset, resolve_identifiers
+from memories.scoping import (
+    allowed_layers_of,
+    check_layer,
+    keyword_scope,
+    layer_queryset,
+    resolve_identifiers,
+)
 from memories.semantic import LIGHT_COLUMNS, semantic_list
 from memories.telemetry import results_observed
 from memory_project.after_response import after_response
@@ -185,31 +191,30 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
 
 
 def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarray | None,
-               threshold: float) -> tuple[Callable[[], list[Memory]], Callable[[], list[Memory]]]:
-    """A layer's semantic and keyword lists, as two independent jobs (an empty list where
-    the mode has none)."""
+               threshold: float, keyword_base: QuerySet[Memory] | None = None,
+               ) -> tuple[Callable[[], list[Memory]] | None, Callable[[], list[Memory]] | None]:
+    """A layer's semantic and keyword lists, as two independent jobs; ``None`` where the
+    mode has no such list (no job is started for it). ``keyword_base``: ``base`` narrowed by
+    ``scoping.keyword_scope`` for the keyword list."""
     mode, limit = request.mode, request.limit
-
-    def semantic() -> list[Memory]:
-        if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
-            return semantic_list(base, vector, limit, threshold)
-        return []
-
-    def keyword() -> list[Memory]:
-        if mode in (Mode.KEYWORD, Mode.HYBRID):
-            return _keyword(base, request.query, limit, vector)
-        return []
-
+    semantic = keyword = None
+    if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
+        semantic = partial(semantic_list, base, vector, limit, threshold)
+    if mode in (Mode.KEYWORD, Mode.HYBRID):
+        keyword = partial(_keyword, base if keyword_base is None else keyword_base,
+                          request.query, limit, vector)
     return semantic, keyword
 
 
 def _layer_candidates(
     base: QuerySet[Memory], layer: Layer, request: SearchRequest,
-    vector: np.ndarray | None, threshold: float,
+    vector: np.ndarray | None, threshold: float, keyword_base: QuerySet[Memory] | None = None,
 ) -> list[Candidate]:
-    """One layer's candidates, its two lists ranked one after the other."""
-    semantic, keyword = _list_jobs(base, request, vector, threshold)
-    return _fuse(layer, request.mode, request.limit, vector, semantic(), keyword())
+    """One layer's candidates, its two lists ranked one after the other (``keyword_base`` as
+    in :func:`_list_jobs`)."""
+    lists = [job() if job else []
+             for job in _list_jobs(base, request, vector, threshold, keyword_base)]
+    return _fuse(layer, request.mode, request.limit, vector, *lists)
 
 
 def _order_within_layer(cand: Candidate) -> tuple[float, float, str]:
@@ -305,11 +310,14 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
     started = time.perf_counter()
     vector = embed_query(ctx.tenant_id, query) if request.mode != Mode.KEYWORD else None
     embedded = time.perf_counter()
-    jobs: list[Callable[[], list[Memory]]] = []
-    for _, base in bases:
+    planned: list[Callable[[], list[Memory]] | None] = []
+    for layer, base in bases:
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
-        jobs.extend(_list_jobs(scoped.defer("search_vector"), request, vector, threshold))
-    lists = run_concurrently(jobs, concurrent=concurrent)
+        planned.extend(_list_jobs(
+            scoped.defer("search_vector"), request, vector, threshold,
+            keyword_base=scoped.filter(keyword_scope(ctx.tenant_id, layer, identifiers))))
+    done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
+    lists = [next(done) if job else [] for job in planned]
     candidates: list[Candidate] = []
     total = 0
     for index, (layer, _) in enumerate(bases):

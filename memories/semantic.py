@@ -23,7 +23,7 @@ from pgvector.django import CosineDistance
 from memories.models import Memory
 
 #: Columns never needed to rank or to answer (``context`` is part of the answer).
-LIGHT_COLUMNS = ("embedding", "search_vector", "term_frequencies")
+LIGHT_COLUMNS = ("embedding", "search_vector", "term_frequencies", "scope_key")
 
 
 #: Per scope (its SQL), how the last semantic ranking succeeded: the ``hnsw.ef_search`` to

@@ -11,8 +11,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memories import embeddings
-from memories.layers import LayerIdentifiers
+from memories.layers import Layer, LayerIdentifiers
 from memories.models import Memory
+from memories.scoping import resolve_identifiers, scope_lexeme
 from memories.search import SearchRequest, memory_search
 from memories.services import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
@@ -48,7 +49,30 @@ def test_it_lets_keyword_candidates_use_the_gin_index_under_row_level_security(
     with transaction.atomic(), tenant_scope(tenant_a.ctx):
         shown = plan("SELECT id FROM memories_memory "
                      "WHERE search_vector @@ to_tsquery('simple', 'run')")
-    assert "mem_search_vector_gin" in shown
+    assert "mem_keyword_gin" in shown
+
+
+def test_a_keyword_search_finds_its_scope_and_term_in_one_index_scan(tenant_a) -> None:
+    """The ranking query ANDs the term with the layer scope's ``scope_key`` lexeme, and under
+    RLS both can be conditions of the one GIN index scan (no intersection with the tenant's
+    btree entries)."""
+    add_many(tenant_a, ["The runner runs every morning", "Dr. Smith prescribed rest"])
+    request = SearchRequest(query="running", identifiers=USER, mode="keyword",
+                            layers=("user",))
+    with transaction.atomic(), tenant_scope(tenant_a.ctx), \
+            CaptureQueriesContext(connection) as captured:
+        found = memory_search(tenant_a.ctx, request)
+        ranking = [q["sql"] for q in captured.captured_queries if "c.tf0" in q["sql"]]
+        lexeme = scope_lexeme(tenant_a.ctx.tenant_id, Layer.USER,
+                              resolve_identifiers(tenant_a.ctx, USER))
+        shown = plan("SELECT id FROM memories_memory "
+                     "WHERE search_vector @@ to_tsquery('simple', 'run') "
+                     "AND scope_key @@ to_tsquery('simple', %s)", [lexeme])
+    assert [c.memory.content for c in found.results] == ["The runner runs every morning"]
+    assert ranking and "scope_key" in ranking[0] and lexeme in ranking[0]
+    index_scan = shown[shown.index("Bitmap Index Scan on mem_keyword_gin"):]
+    condition = index_scan[index_scan.index("Index Cond"):].splitlines()[0]
+    assert "search_vector @@" in condition and "scope_key @@" in condition
 
 
 def test_it_orders_a_large_scope_by_the_hnsw_index_without_a_sort(tenant_a, settings) -> None:
