@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memories import embeddings
@@ -73,6 +73,21 @@ def test_a_keyword_search_finds_its_scope_and_term_in_one_index_scan(tenant_a) -
     index_scan = shown[shown.index("Bitmap Index Scan on mem_keyword_gin"):]
     condition = index_scan[index_scan.index("Index Cond"):].splitlines()[0]
     assert "search_vector @@" in condition and "scope_key @@" in condition
+
+
+@pytest.mark.django_db(databases=["default", "owner"])
+def test_scope_key_keeps_no_statistics(tenant_a) -> None:
+    """Statistics on ``scope_key`` lead PostgreSQL to intersect the keyword index scan with
+    the tenant's btree entries (migration ``memories.0011``)."""
+    add_many(tenant_a, ["The runner runs every morning", "Dr. Smith prescribed rest"])
+    with connections["owner"].cursor() as cursor:  # the owner may ANALYZE
+        cursor.execute("ANALYZE memories_memory")
+        cursor.execute("SELECT attstattarget FROM pg_attribute WHERE attrelid = "
+                       "'memories_memory'::regclass AND attname = 'scope_key'")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SELECT count(*) FROM pg_stats WHERE tablename = 'memories_memory' "
+                       "AND attname = 'scope_key'")
+        assert cursor.fetchone()[0] == 0
 
 
 def test_it_orders_a_large_scope_by_the_hnsw_index_without_a_sort(tenant_a, settings) -> None:
