@@ -19,6 +19,7 @@ from memory_project.errors import (
     NotFound,
     Unauthorized,
 )
+from tenants import key_cache
 from tenants.context import API_KEY_PREFIX_GUC, TenantContext, set_guc
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
 
@@ -189,7 +190,8 @@ def api_key_authenticate(raw_key: str) -> TenantContext:
 
     The key row is read under row-level security through ``app.api_key_prefix``, which opens
     exactly the row whose prefix the caller already knows; the secret is then compared as a
-    SHA-256 digest in constant time. Must run inside a transaction.
+    SHA-256 digest in constant time. Must run inside a transaction. A key seen before is
+    served from ``tenants.key_cache`` while its tenant's configuration version is unchanged.
 
     Raises:
         InvalidTenantContext: unknown, malformed, revoked or expired key, or inactive tenant.
@@ -198,6 +200,9 @@ def api_key_authenticate(raw_key: str) -> TenantContext:
     digest = _digest(raw_key)
     if not raw_key.startswith(KEY_PREFIX) or len(raw_key) <= PREFIX_LENGTH or "\x00" in raw_key:
         raise InvalidTenantContext()
+    cached = key_cache.cached_context(digest)
+    if cached is not None:
+        return cached
     set_guc(API_KEY_PREFIX_GUC, raw_key[:PREFIX_LENGTH])
     try:
         key = ApiKey._base_manager.select_related("tenant").filter(
@@ -224,6 +229,8 @@ def api_key_authenticate(raw_key: str) -> TenantContext:
         pinned_identifiers=tuple(sorted((key.pinned_identifiers or {}).items())),
         rate_limit=key.rate_limit,
     )
+    key_cache.remember(digest, ctx, version=key.tenant.config_version,
+                       expires_at=key.expires_at)
     return ctx
 
 

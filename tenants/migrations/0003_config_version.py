@@ -5,6 +5,8 @@ import uuid
 
 from django.db import migrations, models
 
+from tenants.migrations import _config_touch as touch
+
 #: Row trigger of the configuration tables: a new version for the row's tenant.
 TOUCH_FUNCTION = """
 CREATE OR REPLACE FUNCTION tenant_config_touch() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -12,17 +14,6 @@ BEGIN
     UPDATE tenants_tenant SET config_version = gen_random_uuid()
     WHERE id = CASE WHEN TG_OP = 'DELETE' THEN OLD.tenant_id ELSE NEW.tenant_id END;
     RETURN NULL;
-END $$
-"""
-
-#: The tenant row's own trigger: a new version when its settings change.
-SETTINGS_FUNCTION = """
-CREATE OR REPLACE FUNCTION tenant_settings_touch() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.settings IS DISTINCT FROM OLD.settings THEN
-        NEW.config_version := gen_random_uuid();
-    END IF;
-    RETURN NEW;
 END $$
 """
 
@@ -50,7 +41,8 @@ class Migration(migrations.Migration):
             field=models.UUIDField(default=uuid.uuid4, editable=False),
         ),
         migrations.RunSQL(TOUCH_FUNCTION, "DROP FUNCTION IF EXISTS tenant_config_touch()"),
-        migrations.RunSQL(SETTINGS_FUNCTION, "DROP FUNCTION IF EXISTS tenant_settings_touch()"),
+        migrations.RunSQL(touch.tenant_row_function(("settings",)),
+                          "DROP FUNCTION IF EXISTS tenant_settings_touch()"),
         *(_touch_trigger(table) for table in TABLES),
         migrations.RunSQL(
             "CREATE TRIGGER config_touch BEFORE UPDATE ON tenants_tenant "
