@@ -6,8 +6,10 @@ import hashlib
 import hmac
 import secrets
 import string
+import threading
 from datetime import datetime, timedelta
 
+from cachetools import TTLCache
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -28,6 +30,10 @@ PREFIX_LENGTH = 12
 _LOOKUP_ALPHABET = string.ascii_lowercase + string.digits
 # Avoid a write on every request: last_used_at moves at most once a minute.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+#: Keys this process recorded a use of in the last ``LAST_USED_RESOLUTION``.
+_touched: TTLCache[object, datetime] = TTLCache(
+    maxsize=10_000, ttl=LAST_USED_RESOLUTION.total_seconds())
+_touched_lock = threading.Lock()
 
 
 def system_context(tenant: Tenant, name: str = "system") -> TenantContext:
@@ -235,8 +241,13 @@ def api_key_authenticate(raw_key: str) -> TenantContext:
 
 
 def api_key_touch(key_id: object) -> None:
-    """Record that a key was used (at most once per minute). Needs the key's tenant in scope."""
+    """Record that a key was used (at most once per minute; a process that recorded it less
+    than a minute ago skips the query). Needs the key's tenant in scope."""
     now = timezone.now()
+    with _touched_lock:
+        if key_id in _touched:
+            return
+        _touched[key_id] = now
     ApiKey.objects.filter(pk=key_id).exclude(last_used_at__gt=now - LAST_USED_RESOLUTION).update(
         last_used_at=now
     )

@@ -11,6 +11,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -127,6 +128,17 @@ def test_it_sets_last_used_at_on_use(tenant_a) -> None:
     with tenant_scope(tenant_a.ctx):
         used = ApiKey.objects.get(pk=key.pk).last_used_at
     assert used is not None and before <= used <= timezone.now()
+
+
+def test_a_process_records_a_key_s_use_once_a_minute(tenant_a) -> None:
+    key, raw = new_key(tenant_a)
+    client = client_with(HTTP_X_API_KEY=raw)
+    assert client.get(LIST_URL).status_code == 200
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(LIST_URL).status_code == 200
+    assert not [q for q in captured.captured_queries if "last_used_at" in q["sql"]]
+    with tenant_scope(tenant_a.ctx):
+        assert ApiKey.objects.get(pk=key.pk).last_used_at is not None
 
 
 def test_it_does_not_touch_last_used_at_for_a_rejected_key(tenant_a) -> None:
