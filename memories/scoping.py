@@ -87,15 +87,16 @@ def layer_queryset(
 
 def scope_lexeme(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifiers) -> str:
     """The ``scope_key`` lexeme of ``layer``'s rows for ``identifiers`` (already resolved):
-    ``'s' + md5(tenant, layer, the layer's required identifiers)``, joined by ``chr(31)``, as
-    the SQL function ``memory_scope_key`` computes it (migration ``memories.0010``).
+    ``'s' + sha256(tenant, layer, the layer's required identifiers)`` in hex, joined by
+    ``chr(31)``, as the SQL function ``memory_scope_key`` computes it (migration
+    ``memories.0010``).
 
     Raises:
         MissingIdentifier: the layer's required identifiers are not all present.
     """
     columns = require_identifiers(layer, identifiers)
     raw = "\x1f".join([str(tenant_id), layer.value, *columns.values()])
-    return "s" + hashlib.md5(raw.encode(), usedforsecurity=False).hexdigest()
+    return "s" + hashlib.sha256(raw.encode()).hexdigest()
 
 
 def keyword_scope(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifiers) -> Q:

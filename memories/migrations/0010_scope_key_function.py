@@ -1,7 +1,8 @@
 """``memory_scope_key(...) → tsvector``: one lexeme naming a memory's layer scope.
 
-``'s' || md5(tenant || layer || the identifiers the layer requires)``, fields separated by
-``chr(31)`` (seed 001 "Layer Requirements Matrix"); ``memories.scoping.scope_lexeme`` computes
+``'s' || sha256(tenant || layer || the identifiers the layer requires)`` in hex, fields
+separated by ``chr(31)`` (seed 001 "Layer Requirements Matrix"; SHA-256 rather than MD5, which
+PostgreSQL refuses on FIPS-mode builds); ``memories.scoping.scope_lexeme`` computes
 the same in Python. A lexeme only narrows an index scan: queries keep their column filters,
 so two scopes sharing a lexeme would cost time, never leak rows. IMMUTABLE, so a generated
 column may use it.
@@ -16,7 +17,8 @@ CREATE OR REPLACE FUNCTION memory_scope_key(
     tenant uuid, layer text, agent text, usr text, sess text, project text, team text,
     org text, company text) RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT array_to_tsvector(ARRAY['s' || md5(tenant::text || chr(31) || layer || chr(31) ||
+    SELECT array_to_tsvector(ARRAY['s' || encode(sha256(convert_to(
+        tenant::text || chr(31) || layer || chr(31) ||
         coalesce(CASE layer
             WHEN 'agent' THEN agent || chr(31) || usr
             WHEN 'user' THEN usr
@@ -25,7 +27,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
             WHEN 'team' THEN team
             WHEN 'org' THEN org
             WHEN 'company' THEN company
-        END, ''))])
+        END, ''), 'UTF8')), 'hex')])
 $$
 """
 
