@@ -17,7 +17,7 @@ from governance.pii import redact
 from governance.policies import Decision, clean_policy_data, evaluate
 from memory_project.errors import InvalidInput, NotFound, PolicyViolation, ReviewAlreadyDecided
 from tenants.config_cache import cached
-from tenants.context import TenantContext, dangerously_cross_tenant
+from tenants.context import TenantContext, dangerously_cross_tenant, require_context
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,8 @@ def audit_cross_tenant_probe(ctx: TenantContext, *, model: type[Model], object_i
 def policies_in_force(ctx: TenantContext) -> list[Policy]:
     """The tenant's enabled policies, by name (``tenants.config_cache``: one version lookup
     while the tenant's configuration is unchanged; a bulk write reads them once)."""
-    return cached(ctx.tenant_id, "policies", None,
+    # Keyed by the tenant in scope: the manager reads that tenant's rows.
+    return cached(require_context().tenant_id, "policies", None,
                   lambda: list(Policy.objects.filter(enabled=True).order_by("name")))
 
 

@@ -119,3 +119,13 @@ def test_callers_get_copies(tenant_a) -> None:
         tenant_settings_update(tenant_a.ctx, patch={"search": {"defaultThreshold": 0.3}})
         tenant_settings_of(tenant_a.ctx)["search"]["defaultThreshold"] = 0.9
         assert default_threshold(tenant_a.ctx) == 0.3
+
+
+def test_entries_belong_to_the_tenant_in_scope(tenant_a, tenant_b) -> None:
+    """A caller passing another tenant's context reads the tenant in scope, and leaves
+    nothing in the cache under the other tenant's name."""
+    with transaction.atomic(), tenant_scope(tenant_b.ctx):
+        policy_create(tenant_b.ctx, data={"name": "b-only", "denied_terms": ["x"]})
+        assert names(tenant_a.ctx) == ["b-only"]
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        assert names(tenant_a.ctx) == []
