@@ -197,7 +197,8 @@ def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarra
     mode has no such list (no job is started for it). ``keyword_base``: ``base`` narrowed by
     ``scoping.keyword_scope`` for the keyword list."""
     mode, limit = request.mode, request.limit
-    semantic = keyword = None
+    semantic: Callable[[], list[Memory]] | None = None
+    keyword: Callable[[], list[Memory]] | None = None
     if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
         semantic = partial(semantic_list, base, vector, limit, threshold)
     if mode in (Mode.KEYWORD, Mode.HYBRID):

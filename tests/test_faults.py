@@ -81,7 +81,9 @@ def test_redis_stopped_while_serving(own_redis: RedisServer, tenant_a: TenantFix
         assert {str(m["memory"]["id"]) for m in found.json()["results"]} >= set(acknowledged)
         degraded.update(found["X-Memory-Degraded"].split(","))
     assert degraded["rate_limit"] == 20, degraded
-    assert resilience.breaker("redis").current_state == "open"
+    # Tripped: open, or half-open when its 1 s reset time (fault_helpers) has passed since
+    # the last trial call; never closed while Redis is down.
+    assert resilience.breaker("redis").current_state in ("open", "half-open")
 
     own_redis.start()
     time.sleep(1.1)  # the redis circuit half-opens
