@@ -191,7 +191,7 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
 
 
 def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarray | None,
-               threshold: float, keyword_base: QuerySet[Memory] | None = None,
+               threshold: float, keyword_base: QuerySet[Memory],
                ) -> tuple[Callable[[], list[Memory]] | None, Callable[[], list[Memory]] | None]:
     """A layer's semantic and keyword lists, as two independent jobs; ``None`` where the
     mode has no such list (no job is started for it). ``keyword_base``: ``base`` narrowed by
@@ -202,14 +202,13 @@ def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarra
     if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
         semantic = partial(semantic_list, base, vector, limit, threshold)
     if mode in (Mode.KEYWORD, Mode.HYBRID):
-        keyword = partial(_keyword, base if keyword_base is None else keyword_base,
-                          request.query, limit, vector)
+        keyword = partial(_keyword, keyword_base, request.query, limit, vector)
     return semantic, keyword
 
 
 def _layer_candidates(
     base: QuerySet[Memory], layer: Layer, request: SearchRequest,
-    vector: np.ndarray | None, threshold: float, keyword_base: QuerySet[Memory] | None = None,
+    vector: np.ndarray | None, threshold: float, keyword_base: QuerySet[Memory],
 ) -> list[Candidate]:
     """One layer's candidates, its two lists ranked one after the other (``keyword_base`` as
     in :func:`_list_jobs`)."""
@@ -316,7 +315,7 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
         planned.extend(_list_jobs(
             scoped.defer("search_vector"), request, vector, threshold,
-            keyword_base=scoped.filter(keyword_scope(ctx.tenant_id, layer, identifiers))))
+            scoped.filter(keyword_scope(ctx.tenant_id, layer, identifiers))))
     done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
     lists = [next(done) if job else [] for job in planned]
     candidates: list[Candidate] = []

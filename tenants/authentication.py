@@ -12,7 +12,7 @@ from rest_framework.request import Request
 
 from memory_project.after_response import after_response
 from tenants.context import TenantContext, activate, tenant_scope
-from tenants.services import api_key_authenticate, api_key_touch
+from tenants.services import api_key_authenticate, api_key_touch, api_key_use_due
 
 
 def raw_key_from(request: Request) -> str | None:
@@ -36,7 +36,8 @@ class ApiKeyAuthentication(BaseAuthentication):
 
     No key: returns ``None`` (the permission then answers ``MISSING_TENANT_CONTEXT``).
     Bad key: raises ``INVALID_TENANT_CONTEXT``; the operation never proceeds. The key's
-    ``last_used_at`` is written once the response has been sent (``after_response``).
+    ``last_used_at`` is written once the response has been sent (``after_response``), at most
+    once a minute per key and process.
     """
 
     def authenticate(self, request: Request) -> tuple[TenantContext, TenantContext] | None:
@@ -45,7 +46,8 @@ class ApiKeyAuthentication(BaseAuthentication):
             return None
         ctx = api_key_authenticate(raw_key)
         activate(ctx)
-        after_response(partial(_touch, ctx), even_after_errors=True)
+        if api_key_use_due(ctx.api_key_id):
+            after_response(partial(_touch, ctx), even_after_errors=True)
         return ctx, ctx
 
     def authenticate_header(self, request: Request) -> str:

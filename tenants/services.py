@@ -31,7 +31,7 @@ _LOOKUP_ALPHABET = string.ascii_lowercase + string.digits
 # Avoid a write on every request: last_used_at moves at most once a minute.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 #: Keys this process recorded a use of in the last ``LAST_USED_RESOLUTION``.
-_touched: TTLCache[object, datetime] = TTLCache(
+_touched: TTLCache[object, bool] = TTLCache(
     maxsize=10_000, ttl=LAST_USED_RESOLUTION.total_seconds())
 _touched_lock = threading.Lock()
 
@@ -240,14 +240,19 @@ def api_key_authenticate(raw_key: str) -> TenantContext:
     return ctx
 
 
-def api_key_touch(key_id: object) -> None:
-    """Record that a key was used (at most once per minute; a process that recorded it less
-    than a minute ago skips the query). Needs the key's tenant in scope."""
-    now = timezone.now()
+def api_key_use_due(key_id: object) -> bool:
+    """Whether this process should record a use of the key now: ``True`` at most once per
+    ``LAST_USED_RESOLUTION`` per key and process (then :func:`api_key_touch`)."""
     with _touched_lock:
         if key_id in _touched:
-            return
-        _touched[key_id] = now
+            return False
+        _touched[key_id] = True
+        return True
+
+
+def api_key_touch(key_id: object) -> None:
+    """Record that a key was used (at most once per minute). Needs the key's tenant in scope."""
+    now = timezone.now()
     ApiKey.objects.filter(pk=key_id).exclude(last_used_at__gt=now - LAST_USED_RESOLUTION).update(
         last_used_at=now
     )
