@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from django.contrib.postgres.search import SearchQuery
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from memories.layers import (
@@ -108,6 +109,28 @@ def keyword_scope(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifi
     """
     lexeme = scope_lexeme(tenant_id, layer, identifiers)
     return Q(scope_key=SearchQuery(lexeme, search_type="raw", config="simple"))
+
+
+def populated_layers(bases: list[tuple[Layer, QuerySet[Memory]]]) -> set[Layer]:
+    """The layers of ``bases`` (``(layer, layer_queryset(...))`` pairs) holding at least one
+    memory, in one statement of ``EXISTS`` probes (one index lookup each).
+
+    A search skips the lists of the other layers: on the 100k bench tenant, whose company
+    layer is empty, the two empty lists of a hybrid search cost 7 ms at the median (their
+    jobs compete with the project layer's for two cores).
+    """
+    if not bases:
+        return set()
+    probes: list[str] = []
+    params: list[Any] = []
+    for _, base in bases:
+        sql, probe_params = base.values("pk")[:1].query.sql_with_params()
+        probes.append(f"EXISTS({sql})")
+        params.extend(probe_params)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(probes), params)
+        found = cursor.fetchone()
+    return {layer for (layer, _), exists in zip(bases, found, strict=True) if exists}
 
 
 def check_layer(ctx: TenantContext, layer: Layer) -> None:

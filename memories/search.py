@@ -43,6 +43,7 @@ from memories.scoping import (
     check_layer,
     keyword_scope,
     layer_queryset,
+    populated_layers,
     resolve_identifiers,
 )
 from memories.semantic import LIGHT_COLUMNS, semantic_list
@@ -307,11 +308,15 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
     else:
         layers = allowed_layers_of(ctx, accessible_layers(identifiers))
     bases = [(layer, layer_queryset(layer, identifiers)) for layer in layers]
+    populated = populated_layers(bases) if len(bases) > 1 else {layer for layer, _ in bases}
     started = time.perf_counter()
     vector = embed_query(ctx.tenant_id, query) if request.mode != Mode.KEYWORD else None
     embedded = time.perf_counter()
     planned: list[Callable[[], list[Memory]] | None] = []
     for layer, base in bases:
+        if layer not in populated:  # an empty layer: no job for its lists
+            planned.extend((None, None))
+            continue
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
         planned.extend(_list_jobs(
             scoped.defer("search_vector"), request, vector, threshold,

@@ -1,0 +1,82 @@
+"""A search skips the lists of layers holding no memory of the caller's scope
+(``scoping.populated_layers``) and answers exactly as if it had searched them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memories import search
+from memories.layers import Layer, LayerIdentifiers
+from memories.scoping import layer_queryset, populated_layers, resolve_identifiers
+from tenants.context import tenant_scope
+from tests.retrieval_helpers import searched
+
+pytestmark = pytest.mark.django_db
+
+AGENT = {"agentId": "a1", "userId": "u1", "sessionId": "s1"}
+
+
+@pytest.fixture
+def lists_run() -> Iterator[list[str]]:
+    """Records ``"semantic"`` / ``"keyword"`` for every list a search computes."""
+    calls: list[str] = []
+    semantic, keyword = search.semantic_list, search._keyword
+
+    def semantic_recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append("semantic")
+        return semantic(*args, **kwargs)
+
+    def keyword_recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append("keyword")
+        return keyword(*args, **kwargs)
+
+    search.semantic_list = semantic_recorded  # type: ignore[assignment]
+    search._keyword = keyword_recorded  # type: ignore[assignment]
+    try:
+        yield calls
+    finally:
+        search.semantic_list = semantic  # type: ignore[assignment]
+        search._keyword = keyword  # type: ignore[assignment]
+
+
+def _populated(tenant: Any, identifiers: dict[str, str]) -> set[Layer]:
+    with tenant_scope(tenant.ctx):
+        resolved = resolve_identifiers(tenant.ctx, LayerIdentifiers.from_mapping(identifiers))
+        layers = [Layer.AGENT, Layer.USER, Layer.SESSION, Layer.COMPANY]
+        return populated_layers([(layer, layer_queryset(layer, resolved)) for layer in layers])
+
+
+def test_only_layers_holding_memories_are_ranked(tenant_a, lists_run) -> None:
+    tenant_a.add("User experiences nausea after dairy", layer="user",
+                 identifiers={"userId": "u1"})
+    tenant_a.add("Another user likes dairy", layer="user", identifiers={"userId": "u2"})
+    data = searched(tenant_a, "feeling unwell", identifiers=AGENT, threshold=0.0)
+    assert data["searchedLayers"] == ["agent", "user", "session", "company"]
+    assert [r["memory"]["content"] for r in data["results"]] == [
+        "User experiences nausea after dairy"]
+    assert sorted(lists_run) == ["keyword", "semantic"]  # the user layer's two lists only
+
+
+def test_a_layer_is_ranked_once_it_holds_a_memory(tenant_a, lists_run) -> None:
+    tenant_a.add("User experiences nausea after dairy", layer="user",
+                 identifiers={"userId": "u1"})
+    tenant_a.add("The company canteen serves dairy-free meals", layer="company",
+                 identifiers={})
+    data = searched(tenant_a, "dairy", identifiers=AGENT, threshold=0.0, mode="keyword")
+    assert {r["layer"] for r in data["results"]} == {"user", "company"}
+    assert lists_run == ["keyword", "keyword"]
+
+
+def test_populated_layers_counts_the_callers_scope_only(tenant_a, tenant_b) -> None:
+    tenant_b.add("Globex ships on Fridays", layer="company", identifiers={})
+    tenant_b.add("Globex agent note", layer="agent", identifiers={"agentId": "a1",
+                                                                  "userId": "u1"})
+    tenant_a.add("An agent note of another user", layer="agent",
+                 identifiers={"agentId": "a1", "userId": "u2"})
+    tenant_a.add("Session note", layer="session", identifiers={"userId": "u1",
+                                                               "sessionId": "s1"})
+    assert _populated(tenant_a, AGENT) == {Layer.SESSION}
+    assert _populated(tenant_b, AGENT) == {Layer.AGENT, Layer.COMPANY}
