@@ -1,5 +1,5 @@
-"""How BM25 picks its candidates: exact OR of the rare terms below the cap, memories holding
-two uncommon terms first above it, and the OR again when those are too few."""
+"""How BM25 picks its candidates: exact OR of the rare terms below the cap; above it, memories
+holding three uncommon terms first, then two, and the OR again when those are too few."""
 
 from __future__ import annotations
 
@@ -31,10 +31,13 @@ def test_it_tries_pairs_of_uncommon_terms_first_when_the_rarest_term_is_over_the
     ]
 
 
-def test_it_pairs_at_most_the_four_rarest_uncommon_terms() -> None:
+def test_it_tries_triples_then_pairs_of_the_four_rarest_uncommon_terms() -> None:
     s = stats(100_000, a=2000, b=3000, c=4000, d=5000, e=6000, f=90_000)
-    first = candidate_queries(s, list("abcdef"))[0]
-    assert first.count("&") == 6 and "'e'" not in first and "'f'" not in first
+    triples, pairs, anyone = candidate_queries(s, list("abcdef"))
+    assert triples == ("('a' & 'b' & 'c') | ('a' & 'b' & 'd') | ('a' & 'c' & 'd') "
+                       "| ('b' & 'c' & 'd')")
+    assert pairs.count("&") == 6 and "'e'" not in pairs and "'f'" not in pairs
+    assert anyone == "'a'"
 
 
 def test_it_keeps_one_query_for_a_single_common_term() -> None:
@@ -85,3 +88,18 @@ def test_it_keeps_term_frequencies_with_context_positions_at_their_weight(tenant
             pk=memory.pk)
     assert frequencies["run"] == pytest.approx(2 + keyword.CONTEXT_WEIGHT)
     assert frequencies["park"] == pytest.approx(keyword.CONTEXT_WEIGHT)
+
+
+@pytest.mark.django_db
+def test_pairs_stand_when_too_few_memories_hold_three_terms(tenant_a, tiny_cap, monkeypatch
+                                                           ) -> None:
+    monkeypatch.setattr(keyword, "MAX_KEYWORD_CANDIDATES", 1)
+    tenant_a.add("Pottery class glaze")
+    tenant_a.add("Pottery class notes")
+    tenant_a.add("Glaze class schedule")
+    tenant_a.add("Pottery wheel repair")
+    tenant_a.add("Evening yoga schedule")
+    data = searched(tenant_a, "pottery class glaze", mode="keyword", limit=3)
+    got = [r["memory"]["content"] for r in data["results"]]
+    assert got[0] == "Pottery class glaze"
+    assert set(got[1:]) == {"Pottery class notes", "Glaze class schedule"}
