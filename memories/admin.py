@@ -8,8 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from memories.models import Memory, MemoryFeedback, MemoryHistory
-from memories.selectors import UNSERVED_COLUMNS
+from memories.models import UNSERVED_COLUMNS, Memory, MemoryFeedback, MemoryHistory
 from tenants.admin_base import TenantOwnedAdmin
 
 

@@ -44,6 +44,11 @@ class MemoryManager(TenantScopedManager["Memory"]):
         return queryset if q is None else queryset.filter(q)
 
 
+#: Memory columns for search only, never part of a memory as the API, console or admin shows
+#: it: deferred wherever memories are loaded to be shown or ranked.
+UNSERVED_COLUMNS = ("embedding", "search_vector", "term_frequencies", "scope_key")
+
+
 class Memory(TenantOwnedModel):
     """One memory: content, layer and its identifiers, metadata, embedding, scoring fields.
 

@@ -37,7 +37,7 @@ from memories.embeddings import embed_query
 from memories.filters import MetadataFilter
 from memories.keyword import bm25
 from memories.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
-from memories.models import Kind, Memory
+from memories.models import UNSERVED_COLUMNS, Kind, Memory
 from memories.scoping import (
     allowed_layers_of,
     check_layer,
@@ -46,7 +46,7 @@ from memories.scoping import (
     populated_layers,
     resolve_identifiers,
 )
-from memories.semantic import LIGHT_COLUMNS, semantic_list
+from memories.semantic import semantic_list
 from memories.telemetry import results_observed
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput, QueryTooLong
@@ -151,7 +151,7 @@ def scope_filter(scope: str | None) -> Q:
 def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None
              ) -> list[Memory]:
     scored = bm25(base, query, limit)
-    rows_qs = base.defer(*LIGHT_COLUMNS).filter(pk__in=[pk for pk, _ in scored])
+    rows_qs = base.defer(*UNSERVED_COLUMNS).filter(pk__in=[pk for pk, _ in scored])
     if vector is not None:
         rows_qs = rows_qs.annotate(distance=CosineDistance("embedding", vector))
     rows = {m.pk: m for m in rows_qs}
@@ -319,7 +319,7 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
             continue
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
         planned.extend(_list_jobs(
-            scoped.defer("search_vector"), request, vector, threshold,
+            scoped, request, vector, threshold,
             scoped.filter(keyword_scope(ctx.tenant_id, layer, identifiers))))
     done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
     lists = [next(done) if job else [] for job in planned]

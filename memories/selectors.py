@@ -13,7 +13,7 @@ from governance.services import audit_cross_tenant_probe
 from memories.filters import MetadataFilter
 from memories.history import history_list
 from memories.layers import LayerIdentifiers, parse_layer
-from memories.models import Memory, MemoryHistory, State
+from memories.models import UNSERVED_COLUMNS, Memory, MemoryHistory, State
 from memories.scoping import check_layer, layer_queryset, resolve_identifiers
 from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput, MemoryNotFound
@@ -33,8 +33,6 @@ class MemoryPage:
     next_cursor: str | None
     total_count: int
 
-#: Columns for search only: never part of a memory as the API shows it.
-UNSERVED_COLUMNS = ("embedding", "search_vector", "term_frequencies")
 
 
 def memory_get(ctx: TenantContext, *, memory_id: Any) -> Memory | None:

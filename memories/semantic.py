@@ -20,11 +20,7 @@ from django.db.models import FloatField, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Value
 from pgvector.django import CosineDistance
 
-from memories.models import Memory
-
-#: Columns never needed to rank or to answer (``context`` is part of the answer).
-LIGHT_COLUMNS = ("embedding", "search_vector", "term_frequencies", "scope_key")
-
+from memories.models import UNSERVED_COLUMNS, Memory
 
 #: Per scope (its SQL), how the last semantic ranking succeeded: the ``hnsw.ef_search`` to
 #: start from, or ``EXACT``. A scope that starved the index last time starts wider.
@@ -47,7 +43,7 @@ def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memo
     remembered for the scope for five minutes, so the next search starts there.
     """
     distance = CosineDistance("embedding", vector)
-    light = base.defer(*LIGHT_COLUMNS)
+    light = base.defer(*UNSERVED_COLUMNS)
     sql, params = base.values("pk").query.sql_with_params()
     key = (sql, tuple(map(str, params)))
     with _scan_lock:

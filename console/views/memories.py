@@ -21,7 +21,7 @@ from governance.models import ReviewItem
 from governance.services import audit_cross_tenant_probe
 from memories.deletion import memory_archive
 from memories.layers import LayerIdentifiers
-from memories.models import Memory, State
+from memories.models import UNSERVED_COLUMNS, Memory, State
 from memories.recall import RecallRequest, memory_recall
 from memories.search import SearchRequest, memory_search
 from memories.selectors import memory_history
@@ -67,7 +67,7 @@ def explorer(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
             results = _search(access, form)
         except MemoryServiceError as err:
             form.add_error(None, err.message)
-    recent = Memory.objects.order_by("-id").defer("embedding", "search_vector")[:RECENT]
+    recent = Memory.objects.order_by("-id").defer(*UNSERVED_COLUMNS)[:RECENT]
     return render(request, "console/explorer.html", {
         "access": access, "form": form, "results": results, "recent": recent,
         "title": f"{access.tenant.name}: memories", "tab": "memories",
@@ -75,7 +75,7 @@ def explorer(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
 
 
 def _memory_or_404(access: ConsoleAccess, memory_id: uuid.UUID) -> Memory:
-    memory = Memory.objects.filter(pk=memory_id).defer("embedding", "search_vector").first()
+    memory = Memory.objects.filter(pk=memory_id).defer(*UNSERVED_COLUMNS).first()
     if memory is None:
         audit_cross_tenant_probe(access.ctx, model=Memory, object_id=memory_id)
         raise MemoryNotFound()
