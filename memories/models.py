@@ -197,6 +197,40 @@ class Memory(TenantOwnedModel):
         return {k: v for k, v in pairs.items() if v is not None}
 
 
+class TermImpact(TenantOwnedModel):
+    """One posting of the keyword index: a lexeme of a memory's ``search_vector``, with its
+    BM25 impact, kept by PostgreSQL (trigger ``memory_term_impacts_sync``, migration 0012).
+
+    ``impact`` is BM25's term-frequency factor ``tf / (tf + k1·(1 − b + b·dl / L))`` for
+    ``L = keyword.IMPACT_REFERENCE_LENGTH`` (30 lexemes): the memory's share of a term's weight,
+    which orders a term's postings. ``scope`` is the 64-bit prefix of the memory's
+    ``scope_key`` lexeme (``keyword.scope_hash``). A keyword query whose only selective term
+    matches thousands of a scope's memories reads that term's best postings from the index
+    ``termimpact_champions`` instead of every memory holding the term (``keyword.bm25``).
+    Written only by the trigger; ``memory_id`` is a plain UUID (the trigger deletes the rows
+    of a deleted memory).
+    """
+
+    pk = models.CompositePrimaryKey("memory_id", "lexeme")
+    #: No index or foreign-key check of its own (~30 rows per memory): the memory's row has
+    #: both, and ``termimpact_champions`` carries the tenant for row-level security.
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+",
+                               db_index=False, db_constraint=False)
+    memory_id = models.UUIDField()
+    lexeme = models.TextField()
+    scope = models.BigIntegerField()
+    impact = models.FloatField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["scope", "lexeme", "-impact"], include=["memory_id", "tenant"],
+                         name="termimpact_champions"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lexeme} {self.memory_id}"
+
+
 class ClosedSession(TenantOwnedModel):
     """A session that was closed (by its caller or by the idle-session job), with what its
     promotion evaluation did. Closing again returns this record."""

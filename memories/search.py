@@ -45,6 +45,7 @@ from memories.scoping import (
     layer_queryset,
     populated_layers,
     resolve_identifiers,
+    scope_lexeme,
 )
 from memories.semantic import semantic_list
 from memories.telemetry import results_observed
@@ -148,9 +149,9 @@ def scope_filter(scope: str | None) -> Q:
     )
 
 
-def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None
-             ) -> list[Memory]:
-    scored = bm25(base, query, limit)
+def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None,
+             scope_lexeme: str) -> list[Memory]:
+    scored = bm25(base, query, limit, scope_lexeme=scope_lexeme)
     rows_qs = base.defer(*UNSERVED_COLUMNS).filter(pk__in=[pk for pk, _ in scored])
     if vector is not None:
         rows_qs = rows_qs.annotate(distance=CosineDistance("embedding", vector))
@@ -192,29 +193,31 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
 
 
 def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarray | None,
-               threshold: float, keyword_base: QuerySet[Memory],
+               threshold: float, keyword_base: QuerySet[Memory], scope_lexeme: str,
                ) -> tuple[Callable[[], list[Memory]] | None, Callable[[], list[Memory]] | None]:
     """A layer's semantic and keyword lists, as two independent jobs; ``None`` where the
     mode has no such list (no job is started for it). ``keyword_base``: ``base`` narrowed by
-    ``scoping.keyword_scope`` for the keyword list."""
+    ``scoping.keyword_scope`` for the keyword list; ``scope_lexeme``: that scope's lexeme
+    (``scoping.scope_lexeme``, for its postings)."""
     mode, limit = request.mode, request.limit
     semantic: Callable[[], list[Memory]] | None = None
     keyword: Callable[[], list[Memory]] | None = None
     if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
         semantic = partial(semantic_list, base, vector, limit, threshold)
     if mode in (Mode.KEYWORD, Mode.HYBRID):
-        keyword = partial(_keyword, keyword_base, request.query, limit, vector)
+        keyword = partial(_keyword, keyword_base, request.query, limit, vector, scope_lexeme)
     return semantic, keyword
 
 
 def _layer_candidates(
     base: QuerySet[Memory], layer: Layer, request: SearchRequest,
     vector: np.ndarray | None, threshold: float, keyword_base: QuerySet[Memory],
+    scope_lexeme: str,
 ) -> list[Candidate]:
-    """One layer's candidates, its two lists ranked one after the other (``keyword_base`` as
-    in :func:`_list_jobs`)."""
-    lists = [job() if job else []
-             for job in _list_jobs(base, request, vector, threshold, keyword_base)]
+    """One layer's candidates, its two lists ranked one after the other (``keyword_base`` and
+    ``scope_lexeme`` as in :func:`_list_jobs`)."""
+    lists = [job() if job else [] for job in _list_jobs(
+        base, request, vector, threshold, keyword_base, scope_lexeme)]
     return _fuse(layer, request.mode, request.limit, vector, *lists)
 
 
@@ -320,7 +323,8 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
         planned.extend(_list_jobs(
             scoped, request, vector, threshold,
-            scoped.filter(keyword_scope(ctx.tenant_id, layer, identifiers))))
+            scoped.filter(keyword_scope(ctx.tenant_id, layer, identifiers)),
+            scope_lexeme(ctx.tenant_id, layer, identifiers)))
     done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
     lists = [next(done) if job else [] for job in planned]
     candidates: list[Candidate] = []
