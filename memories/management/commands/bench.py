@@ -74,7 +74,8 @@ class Command(BaseCommand):
                 texts = self._ingest_texts(opts["locomo"], 2 * opts["ingest"])
                 self._ingest(server, texts, opts["ingest"])
             if "search" in parts:
-                self.say("\nREST search latency, ms (p50 p95), limit 10, one client, keep-alive")
+                self.say("\nREST search latency, ms (p50 p95), limit 10, one client, keep-alive; "
+                         "memory table vacuumed before each tenant")
                 self.say(f"{'tenant size':>12} {'mode':>9} {'cached':>15} {'uncached':>15}"
                          f"   server ms (embed/rank/merge, uncached)")
                 for tenant in tenants:
@@ -144,6 +145,7 @@ class Command(BaseCommand):
             Memory.objects.all().delete()
 
     def _search(self, server: Server, tenant: Tenant, asked: list[str], n: int) -> None:
+        dataset.vacuum()
         _, key = dataset.tenant_with_key(tenant.slug)
         client = Client(server.port, key)
         size = dataset.count_project(tenant, dataset.BENCH_PROJECT)
