@@ -210,8 +210,10 @@ def champion_term(stats: ScopeStats, present: list[str]) -> str | None:
     Only when even the rarest term is over ``MAX_KEYWORD_CANDIDATES`` and at most one term is
     uncommon (no pair or triple of rare terms narrows the candidates): the rarest term.
     BM25 then scores exactly the ``CHAMPIONS`` memories with that term's highest impacts
-    (the other terms included). A memory outside them can only enter the top ``limit``
-    through the common terms, whose weights are small (IDF at most ~1.6).
+    (the other terms included). A memory outside them reaches the top ``limit`` only through
+    the other terms, all common (IDF at most ~1.6), or because the scope's mean length is
+    not ``IMPACT_REFERENCE_LENGTH`` (it shifts the balance between a posting's term frequency
+    and its memory's length).
     """
     ordered = sorted(present, key=lambda lex: stats.df[lex])
     if not ordered or stats.df[ordered[0]] <= MAX_KEYWORD_CANDIDATES:
@@ -243,11 +245,11 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, scope_lexeme: str | 
     """``[(id, score)]`` of the best ``limit`` memories of ``base`` for ``query`` (BM25).
 
     Candidates: with ``scope_lexeme`` (the scope ``base`` is narrowed to) and a
-    :func:`champion_term`, the ``CHAMPIONS`` best postings of that term (one index-only
-    scan of ``termimpact_champions``; on the 100k bench, 6 ms against 48 ms for the 12.7k
-    memories holding ``paint``, 10 ms against 290 ms for the 55k holding ``gina``); when fewer than ``limit`` of
-    them pass ``base``'s filters (or ``limit`` exceeds ``CHAMPIONS``), or otherwise, as
-    :func:`candidate_queries` says."""
+    :func:`champion_term`, the ``CHAMPIONS`` best postings of that term, read by one
+    index-only scan of ``termimpact_champions`` (on the 100k bench, 6 ms against 48 ms for
+    the 12.7k memories holding ``paint``, 10 ms against 290 ms for the 55k holding
+    ``gina``). When fewer than ``limit`` of them pass ``base``'s filters, when ``limit``
+    exceeds ``CHAMPIONS``, or otherwise: as :func:`candidate_queries` says."""
     lexemes = query_lexemes(query)
     if not lexemes:
         return []
