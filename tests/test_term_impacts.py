@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memories import keyword
-from memories.deletion import memory_delete
+from memories.deletion import memory_delete, memory_erase_by_identifiers
 from memories.keyword import ScopeStats, champion_term, scope_hash
 from memories.layers import Layer, LayerIdentifiers
 from memories.models import TermImpact
@@ -59,6 +59,15 @@ def test_new_content_replaces_the_postings_and_a_hard_delete_removes_them(tenant
     with tenant_scope(tenant_a.ctx):
         memory_delete(tenant_a.ctx, memory_id=memory.pk, hard=True)
     assert postings(tenant_a, memory.pk) == {}
+
+
+def test_erasing_a_data_subject_erases_the_postings_of_its_memories(tenant_a) -> None:
+    kept = tenant_a.add("Acme ships on Fridays", identifiers={"userId": "u2"})
+    erased = tenant_a.add("Ada lives in Lisbon")
+    with tenant_scope(tenant_a.ctx):
+        assert memory_erase_by_identifiers(tenant_a.ctx, identifiers={"userId": "u1"}) == 1
+    assert postings(tenant_a, erased.pk) == {}
+    assert set(postings(tenant_a, kept.pk)) == {"acm", "ship", "friday"}
 
 
 def test_counting_a_retrieval_leaves_the_postings_untouched(tenant_a) -> None:
