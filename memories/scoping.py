@@ -107,7 +107,11 @@ def keyword_scope(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifi
     ~100k btree entries, ~20 ms on every keyword query of the 100k bench tenant). It narrows
     :func:`layer_queryset`, whose column filters stay.
     """
-    lexeme = scope_lexeme(tenant_id, layer, identifiers)
+    return scope_key_is(scope_lexeme(tenant_id, layer, identifiers))
+
+
+def scope_key_is(lexeme: str) -> Q:
+    """:func:`keyword_scope` for an already computed :func:`scope_lexeme`."""
     return Q(scope_key=SearchQuery(lexeme, search_type="raw", config="simple"))
 
 

@@ -41,10 +41,10 @@ from memories.models import UNSERVED_COLUMNS, Kind, Memory
 from memories.scoping import (
     allowed_layers_of,
     check_layer,
-    keyword_scope,
     layer_queryset,
     populated_layers,
     resolve_identifiers,
+    scope_key_is,
     scope_lexeme,
 )
 from memories.semantic import semantic_list
@@ -193,31 +193,31 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
 
 
 def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarray | None,
-               threshold: float, keyword_base: QuerySet[Memory], scope_lexeme: str,
+               threshold: float, scope_lexeme: str,
                ) -> tuple[Callable[[], list[Memory]] | None, Callable[[], list[Memory]] | None]:
     """A layer's semantic and keyword lists, as two independent jobs; ``None`` where the
-    mode has no such list (no job is started for it). ``keyword_base``: ``base`` narrowed by
-    ``scoping.keyword_scope`` for the keyword list; ``scope_lexeme``: that scope's lexeme
-    (``scoping.scope_lexeme``, for its postings)."""
+    mode has no such list (no job is started for it). ``scope_lexeme``: the layer scope's
+    lexeme (``scoping.scope_lexeme``): the keyword list narrows ``base`` by it (one GIN scan
+    per term) and reads its postings."""
     mode, limit = request.mode, request.limit
     semantic: Callable[[], list[Memory]] | None = None
     keyword: Callable[[], list[Memory]] | None = None
     if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
         semantic = partial(semantic_list, base, vector, limit, threshold)
     if mode in (Mode.KEYWORD, Mode.HYBRID):
-        keyword = partial(_keyword, keyword_base, request.query, limit, vector, scope_lexeme)
+        keyword = partial(_keyword, base.filter(scope_key_is(scope_lexeme)), request.query,
+                          limit, vector, scope_lexeme)
     return semantic, keyword
 
 
 def _layer_candidates(
     base: QuerySet[Memory], layer: Layer, request: SearchRequest,
-    vector: np.ndarray | None, threshold: float, keyword_base: QuerySet[Memory],
-    scope_lexeme: str,
+    vector: np.ndarray | None, threshold: float, scope_lexeme: str,
 ) -> list[Candidate]:
-    """One layer's candidates, its two lists ranked one after the other (``keyword_base`` and
-    ``scope_lexeme`` as in :func:`_list_jobs`)."""
-    lists = [job() if job else [] for job in _list_jobs(
-        base, request, vector, threshold, keyword_base, scope_lexeme)]
+    """One layer's candidates, its two lists ranked one after the other (``scope_lexeme`` as
+    in :func:`_list_jobs`)."""
+    lists = [job() if job else []
+             for job in _list_jobs(base, request, vector, threshold, scope_lexeme)]
     return _fuse(layer, request.mode, request.limit, vector, *lists)
 
 
@@ -321,10 +321,8 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
             planned.extend((None, None))
             continue
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
-        planned.extend(_list_jobs(
-            scoped, request, vector, threshold,
-            scoped.filter(keyword_scope(ctx.tenant_id, layer, identifiers)),
-            scope_lexeme(ctx.tenant_id, layer, identifiers)))
+        planned.extend(_list_jobs(scoped, request, vector, threshold,
+                                  scope_lexeme(ctx.tenant_id, layer, identifiers)))
     done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
     lists = [next(done) if job else [] for job in planned]
     candidates: list[Candidate] = []

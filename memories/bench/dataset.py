@@ -100,17 +100,15 @@ def fill(tenant: Tenant, pool: Tenant, count: int, seed: str) -> int:
             "count": count - have, "tenant": str(tenant.id), "project": BENCH_PROJECT,
             "company": tenant.slug,
         })
-    with connections["owner"].cursor() as cursor:
-        cursor.execute("ANALYZE memories_memory")
-        # Marks the new postings' pages all-visible: index-only scans skip the heap.
-        cursor.execute("VACUUM (ANALYZE) memories_termimpact")
+    vacuum()  # statistics, and the postings' pages all-visible for index-only scans
     return count_project(tenant, BENCH_PROJECT)
 
 
 def vacuum() -> None:
     """``VACUUM (ANALYZE)`` the memory table and its postings: what autovacuum does on a
     running server (migration ``memories.0013``), done before timing so that the dead row
-    versions left by earlier runs (counter updates, deleted ingest tenants) do not skew it."""
+    versions left by earlier runs (counter updates, deleted ingest tenants) do not skew it,
+    and after a fill."""
     with connections["owner"].cursor() as cursor:
         cursor.execute("VACUUM (ANALYZE) memories_memory, memories_termimpact")
 

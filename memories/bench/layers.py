@@ -15,7 +15,7 @@ from django.db import connection
 
 from memories.embeddings import embed_query
 from memories.layers import Layer, LayerIdentifiers
-from memories.scoping import keyword_scope, layer_queryset, resolve_identifiers, scope_lexeme
+from memories.scoping import layer_queryset, resolve_identifiers, scope_lexeme
 from memories.search import Mode, SearchRequest, _layer_candidates
 from tenants.context import TenantContext, tenant_scope
 
@@ -24,10 +24,8 @@ def _one_layer(ctx: TenantContext, request: SearchRequest, vector: np.ndarray) -
     with tenant_scope(ctx):
         ids = resolve_identifiers(ctx, request.identifiers)
         base = layer_queryset(Layer.PROJECT, ids)
-        narrowed = base.filter(keyword_scope(ctx.tenant_id, Layer.PROJECT, ids))
         lexeme = scope_lexeme(ctx.tenant_id, Layer.PROJECT, ids)
-        return len(_layer_candidates(base, Layer.PROJECT, request, vector, 0.0, narrowed,
-                                     lexeme))
+        return len(_layer_candidates(base, Layer.PROJECT, request, vector, 0.0, lexeme))
 
 
 def _close() -> None:
