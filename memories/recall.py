@@ -36,6 +36,7 @@ from memories.search import Candidate, Mode, SearchRequest, search_candidates
 from memories.telemetry import results_observed
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput
+from tenants import config_cache
 from tenants.context import TenantContext
 from tenants.selectors import tenant_settings_of
 
@@ -126,13 +127,13 @@ def memory_recall(ctx: TenantContext, request: RecallRequest, *, concurrent: boo
         min_confidence = DEFAULT_MIN_CONFIDENCE
     if not 0.0 <= min_confidence <= 1.0:
         raise InvalidInput("min_confidence must be within [0, 1].", operation="memory.recall")
-    weights, half_life = recall_settings(ctx, request.scope)
-    pool = max(CANDIDATE_POOL, request.limit)
-    found = search_candidates(ctx, SearchRequest(
-        query=request.topic, identifiers=request.identifiers, layers=request.layers,
-        limit=pool, threshold=0.0, metadata_filter=request.metadata_filter,
-        mode=Mode.HYBRID, scope=request.scope,
-    ), concurrent=concurrent)
+    with config_cache.pinned():  # one configuration read for the whole recall
+        weights, half_life = recall_settings(ctx, request.scope)
+        found = search_candidates(ctx, SearchRequest(
+            query=request.topic, identifiers=request.identifiers, layers=request.layers,
+            limit=max(CANDIDATE_POOL, request.limit), threshold=0.0,
+            metadata_filter=request.metadata_filter, mode=Mode.HYBRID, scope=request.scope,
+        ), concurrent=concurrent)
     now = timezone.now()
     best_keyword = max((c.keyword_score or 0.0 for c in found.results), default=0.0) or 1.0
     recalled: list[Recalled] = []

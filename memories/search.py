@@ -51,6 +51,7 @@ from memories.semantic import semantic_list
 from memories.telemetry import results_observed
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput, QueryTooLong
+from tenants import config_cache
 from tenants.context import TenantContext
 from tenants.selectors import tenant_settings_of
 
@@ -269,10 +270,14 @@ def memory_search(ctx: TenantContext, request: SearchRequest, *, concurrent: boo
         ``mergeSearchResults``: "return top N"; seed 002: "at most 5 results" for
         ``limit=5``); ``total_count`` counts the results before that cut.
 
+    The tenant's configuration is read once for the whole search
+    (``tenants.config_cache.pinned``).
+
     Raises:
         As :func:`search_candidates`.
     """
-    found = search_candidates(ctx, request, concurrent=concurrent)
+    with config_cache.pinned():
+        found = search_candidates(ctx, request, concurrent=concurrent)
     after_response(partial(activity_record, ctx.tenant_id, "search"))
     found = replace(found, results=found.results[: request.limit])
     results_observed(layers=found.searched_layers, result_layers=[

@@ -129,3 +129,48 @@ def test_entries_belong_to_the_tenant_in_scope(tenant_a, tenant_b) -> None:
         assert names(tenant_a.ctx) == ["b-only"]
     with transaction.atomic(), tenant_scope(tenant_a.ctx):
         assert names(tenant_a.ctx) == []
+
+
+def version_lookups(read: Callable[[], Any]) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        read()
+    return sum("config_version" in q["sql"] for q in captured.captured_queries)
+
+
+def test_a_pinned_block_reads_the_version_once(tenant_a) -> None:
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        reads = lambda: (names(tenant_a.ctx), tenant_settings_of(tenant_a.ctx),  # noqa: E731
+                         project_ancestry("p1"), default_threshold(tenant_a.ctx))
+        reads()
+        assert version_lookups(reads) == 4
+
+        def pinned_reads() -> None:
+            with config_cache.pinned():
+                reads()
+                with config_cache.pinned():  # nested: the outer block's version
+                    reads()
+
+        assert version_lookups(pinned_reads) == 1
+
+
+def test_a_pinned_block_keeps_its_configuration_and_the_next_one_sees_changes(tenant_a) -> None:
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        with config_cache.pinned():
+            assert default_threshold(tenant_a.ctx) == 0.7
+            tenant_settings_update(tenant_a.ctx, patch={"search": {"defaultThreshold": 0.4}})
+            assert default_threshold(tenant_a.ctx) == 0.7  # the block's snapshot
+        assert default_threshold(tenant_a.ctx) == 0.4
+        with config_cache.pinned():
+            assert default_threshold(tenant_a.ctx) == 0.4
+
+
+def test_a_search_reads_the_configuration_version_once(tenant_a) -> None:
+    from memories.layers import LayerIdentifiers
+    from memories.search import SearchRequest, memory_search
+
+    tenant_a.add("User likes green tea")
+    request = SearchRequest(query="green tea", identifiers=LayerIdentifiers.from_mapping(
+        {"userId": "u1"}))
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        memory_search(tenant_a.ctx, request)
+        assert version_lookups(lambda: memory_search(tenant_a.ctx, request)) == 1
