@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memories.bench import dataset, layers
+from memories.bench import dataset, layers, machine
 from memories.bench.http import Client, Server
 from memories.locomo import load_samples, questions, turns
 from memories.management.commands.eval_locomo import evaluate
@@ -77,7 +77,7 @@ class Command(BaseCommand):
                 self.say("\nREST search latency, ms (p50 p95), limit 10, one client, keep-alive; "
                          "memory table vacuumed before each tenant")
                 self.say(f"{'tenant size':>12} {'mode':>9} {'cached':>15} {'uncached':>15}"
-                         f"   server ms (embed/rank/merge, uncached)")
+                         f"   server ms (embed/rank/merge, uncached), CPU steal")
                 for tenant in tenants:
                     self._search(server, tenant, asked, opts["queries"])
         if "layers" in parts:
@@ -126,19 +126,21 @@ class Command(BaseCommand):
         item = {"layer": "user", "identifiers": {"userId": "bench"}}
         self.say(f"\ningest through REST, {count} memories each, new content (model runs)")
         bulk, single = texts[:count], texts[count:]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), machine.cpu_times()
         for i in tqdm(range(0, len(bulk), 100), desc="bulk", file=self.stderr._out):
             status, _, _ = client.request("POST", "/api/v1/memories/bulk", {
                 "memories": [{**item, "content": c} for c in bulk[i:i + 100]]})
             assert status == 201, status
         rate = len(bulk) / (time.perf_counter() - started)
-        self.say(f"  bulk (100 per request): {rate:8.1f} memories/s")
-        started = time.perf_counter()
+        self.say(f"  bulk (100 per request): {rate:8.1f} memories/s   "
+                 f"{machine.steal_label(cpu, machine.cpu_times())}")
+        started, cpu = time.perf_counter(), machine.cpu_times()
         for content in tqdm(single, desc="single", file=self.stderr._out):
             status, _, _ = client.request("POST", "/api/v1/memories", {**item, "content": content})
             assert status == 201, status
         rate = len(single) / (time.perf_counter() - started)
-        self.say(f"  single (1 per request):  {rate:8.1f} memories/s")
+        self.say(f"  single (1 per request):  {rate:8.1f} memories/s   "
+                 f"{machine.steal_label(cpu, machine.cpu_times())}")
         with tenant_scope(system_context(tenant, "bench")):
             from memories.models import Memory
 
@@ -153,6 +155,7 @@ class Command(BaseCommand):
         for mode in MODES:
             row: dict[str, list[float]] = {"cached": [], "uncached": []}
             server_ms: list[list[float]] = []
+            cpu = machine.cpu_times()
             for kind in ("uncached", "cached"):
                 for i in range(n):
                     base = asked[i % len(asked)]
@@ -169,8 +172,9 @@ class Command(BaseCommand):
                     if kind == "uncached":
                         server_ms.append(_server_timing(headers.get("Server-Timing", "")))
             parts = "/".join(f"{v:.1f}" for v in np.mean(server_ms, axis=0))
+            steal = machine.steal_label(cpu, machine.cpu_times())
             self.say(f"{size:>12} {mode:>9} {percentiles(row['cached']):>15} "
-                     f"{percentiles(row['uncached']):>15}   {parts}")
+                     f"{percentiles(row['uncached']):>15}   {parts}, {steal}")
 
     def _recall_table(self, pool: Tenant, locomo: Path) -> None:
         ctx = system_context(pool, "bench")
