@@ -11,8 +11,9 @@ import logging
 import uuid
 from datetime import datetime, timedelta
 
-from django.core.cache import cache
 from django.utils import timezone
+
+from memory_project.thread_cache import thread_cache
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ def _key(kind: str, tenant_id: uuid.UUID, hour: datetime) -> str:
 def activity_record(tenant_id: uuid.UUID, kind: str) -> None:
     """Count one ``kind`` (``"search"`` or ``"recall"``) for ``tenant_id`` in this hour."""
     key = _key(kind, tenant_id, timezone.now())
+    cache = thread_cache()  # runs after the response, in a copied context: see thread_cache
     try:
         cache.add(key, 0, timeout=RETENTION_SECONDS)
         cache.incr(key)
@@ -39,7 +41,7 @@ def activity_per_hour(tenant_id: uuid.UUID, kind: str, *, hours: int = 24
     now = timezone.now().replace(minute=0, second=0, microsecond=0)
     slots = [now - timedelta(hours=i) for i in range(hours - 1, -1, -1)]
     try:
-        found = cache.get_many([_key(kind, tenant_id, h) for h in slots])
+        found = thread_cache().get_many([_key(kind, tenant_id, h) for h in slots])
     except Exception:
         logger.warning("activity counters unavailable", exc_info=True)
         found = {}
