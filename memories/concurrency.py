@@ -6,7 +6,9 @@ per layer). Each runs in PostgreSQL, so while one waits on the database another 
 threads. A pool thread has its own database connection and so its own transaction: the job
 runs in a fresh ``transaction.atomic()`` with the caller's tenant (and, for platform staff,
 the cross-tenant flag) set again, because those settings are transaction-local. The caller's
-context variables (tenant, request id, trace context) are copied into the job.
+context variables (tenant, request id, trace context) are copied into the job; a job that
+uses the cache takes ``memory_project.thread_cache.thread_cache()`` (a copied context gets no
+Django cache client of its own).
 
 A pool thread sees what is committed, not the caller's uncommitted writes; callers that
 searched right after writing in the same transaction must not use it, so it is opt-in

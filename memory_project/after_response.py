@@ -17,6 +17,10 @@ immediately. Work deferred by a request whose response is an error (status ≥ 4
 dropped. A failure is logged with its traceback and never reaches the client, which already
 has its answer. The queue is in memory: work still queued when a process is killed
 (SIGKILL) is lost; a normal exit waits for it.
+
+Deferred work runs in a copy of the request's context on another thread, where
+``django.core.cache.cache`` would open a new Redis connection each time: it uses
+``memory_project.thread_cache.thread_cache()`` instead.
 """
 
 from __future__ import annotations
