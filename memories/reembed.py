@@ -23,7 +23,8 @@ def memories_reembed(ctx: TenantContext, *, memory_ids: list[Any]) -> dict[str, 
     Idempotent and safe to run twice at once: each memory is locked (``SELECT ... FOR
     UPDATE``) and skipped when it already has the current model's vector, so a retried or
     redelivered batch changes nothing twice (``version`` moves by exactly one per memory).
-    Each memory commits on its own, so a batch interrupted half-way keeps its progress.
+    The task runs a batch in one transaction (its ``tenant_scope``): a batch interrupted
+    half-way leaves all its memories as they were and is redone whole when delivered again.
 
     Returns:
         ``{"reembedded": n, "skipped": m}``.

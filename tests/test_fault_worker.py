@@ -1,16 +1,25 @@
-"""A Celery worker killed with SIGKILL in the middle of its tasks: every task completes
+"""A Celery worker killed with SIGKILL in the middle of a task: every task completes
 exactly once in effect (idempotent re-embedding, ``acks_late``,
-``task_reject_on_worker_lost``). Prints tasks sent vs completed and duplicates."""
+``task_reject_on_worker_lost``). Prints tasks sent vs completed and duplicates.
+
+The kill must land inside a task, never between two: kombu's Redis transport pops a message
+(``BRPOP``) before it records it as unacknowledged, so a worker killed in that gap loses the
+message outright (the README says how to recover). The test holds a row lock on one memory
+of the second batch, so the worker is waiting inside that task when it is killed; the batch's
+transaction (memories already re-embedded in it included) is rolled back with it."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 from django.conf import settings
@@ -37,6 +46,36 @@ def stale_memories(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dic
                                                      embeddings.content_hash(text), "content")
                                for text in texts])
         yield tenant
+
+
+@contextmanager
+def row_locked(tenant_id: str, memory_id: str, database_url: str) -> Iterator[None]:
+    """Hold ``SELECT ... FOR UPDATE`` on one memory, on a connection of its own, until exit."""
+    with psycopg.connect(database_url) as connection:
+        connection.execute("SELECT set_config('app.tenant_id', %s, true)", [tenant_id])
+        row = connection.execute("SELECT id FROM memories_memory WHERE id = %s FOR UPDATE",
+                                 [memory_id]).fetchone()
+        assert row is not None, "the memory to lock is not visible"
+        try:
+            yield
+        finally:
+            connection.rollback()
+
+
+def _waiting_for_locks(database_url: str) -> int:
+    """Backends of this database waiting for a lock (``pg_locks.granted`` false)."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE NOT l.granted AND a.datname = current_database()").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _unacked_for(queue: str) -> int:
+    """Messages of ``queue`` delivered and not yet acknowledged (kombu's ``unacked`` hash
+    holds ``[message, exchange, routing_key]`` per delivery tag)."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    return sum(1 for raw in client.hvals("unacked") if json.loads(raw)[2] == queue)
 
 
 def test_worker_killed_mid_task(stale_memories: dict[str, Any], django_db_blocker: Any) -> None:
@@ -67,15 +106,21 @@ def test_worker_killed_mid_task(stale_memories: dict[str, Any], django_db_blocke
                                  "worker", "-Q", queue, "--pool", "solo",
                                  "--loglevel", "WARNING"], env=env)
 
+    # Batch 1 commits; batch 2 re-embeds two memories in its transaction and waits on the
+    # third's lock.
+    locked = batches[1][2]
+    done_before_lock = len(batches[0])
     first = worker()
     second: subprocess.Popen[bytes] | None = None
     try:
-        wait_for(lambda: progress()[0] > 0, 120, "the first worker to start re-embedding")
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
+        with row_locked(str(stale_memories["tenant"].id), locked, env["DATABASE_URL"]):
+            wait_for(lambda: progress()[0] == done_before_lock
+                     and _waiting_for_locks(env["DATABASE_URL"]) > 0, 120,
+                     "the first worker to wait inside its second task")
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
         done_at_kill = progress()[0]
-        # Messages delivered to the killed worker and never acknowledged (kombu's hash).
-        in_flight = redis.Redis.from_url(settings.REDIS_URL).hlen("unacked")
+        in_flight = _unacked_for(queue)
         time.sleep(2.5)  # the killed worker's unacknowledged message becomes visible again
         second = worker()
         wait_for(lambda: progress()[0] == len(ids), 180, "every memory to be re-embedded")
@@ -96,8 +141,8 @@ def test_worker_killed_mid_task(stale_memories: dict[str, Any], django_db_blocke
           f"re-embedded {done} of "
           f"{len(ids)} (done when killed: {done_at_kill}, tasks in flight: {in_flight}), "
           f"duplicates {duplicates}")
-    assert 0 < done_at_kill < len(ids), "the worker was not killed in the middle of the work"
-    assert in_flight >= 1, "no task was in flight when the worker was killed"
+    assert done_at_kill == done_before_lock, "the worker was not killed inside its second task"
+    assert in_flight == 1, "the second task's message was not in flight when the worker died"
     assert done == len(ids)
     assert completed == len(batches)
     assert versions == [2] * len(ids), "every memory changed exactly once"
