@@ -74,8 +74,8 @@ def _waiting_for_locks(database_url: str) -> int:
 def _unacked_for(queue: str) -> int:
     """Messages of ``queue`` delivered and not yet acknowledged (kombu's ``unacked`` hash
     holds ``[message, exchange, routing_key]`` per delivery tag)."""
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    return sum(1 for raw in client.hvals("unacked") if json.loads(raw)[2] == queue)
+    with redis.Redis.from_url(settings.REDIS_URL) as client:
+        return sum(1 for raw in client.hvals("unacked") if json.loads(raw)[2] == queue)
 
 
 def test_worker_killed_mid_task(stale_memories: dict[str, Any], django_db_blocker: Any) -> None:
