@@ -49,25 +49,27 @@ def stale_memories(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dic
 
 
 @contextmanager
-def row_locked(tenant_id: str, memory_id: str, database_url: str) -> Iterator[None]:
-    """Hold ``SELECT ... FOR UPDATE`` on one memory, on a connection of its own, until exit."""
+def row_locked(tenant_id: str, memory_id: str, database_url: str
+               ) -> Iterator[psycopg.Connection[Any]]:
+    """Hold ``SELECT ... FOR UPDATE`` on one memory, on a connection of its own (yielded),
+    until exit."""
     with psycopg.connect(database_url) as connection:
         connection.execute("SELECT set_config('app.tenant_id', %s, true)", [tenant_id])
         row = connection.execute("SELECT id FROM memories_memory WHERE id = %s FOR UPDATE",
                                  [memory_id]).fetchone()
         assert row is not None, "the memory to lock is not visible"
         try:
-            yield
+            yield connection
         finally:
             connection.rollback()
 
 
-def _waiting_for_locks(database_url: str) -> int:
-    """Backends of this database waiting for a lock (``pg_locks.granted`` false)."""
-    with psycopg.connect(database_url, autocommit=True) as connection:
-        row = connection.execute(
-            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-            "WHERE NOT l.granted AND a.datname = current_database()").fetchone()
+def _waiting_for_locks(connection: psycopg.Connection[Any]) -> int:
+    """Backends of ``connection``'s database waiting for a lock (``pg_locks.granted`` false;
+    the view is live, not a snapshot, so an open transaction sees new waiters)."""
+    row = connection.execute(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE NOT l.granted AND a.datname = current_database()").fetchone()
     return int(row[0]) if row else 0
 
 
@@ -113,9 +115,10 @@ def test_worker_killed_mid_task(stale_memories: dict[str, Any], django_db_blocke
     first = worker()
     second: subprocess.Popen[bytes] | None = None
     try:
-        with row_locked(str(stale_memories["tenant"].id), locked, env["DATABASE_URL"]):
+        with row_locked(str(stale_memories["tenant"].id), locked,
+                        env["DATABASE_URL"]) as holder:
             wait_for(lambda: progress()[0] == done_before_lock
-                     and _waiting_for_locks(env["DATABASE_URL"]) > 0, 120,
+                     and _waiting_for_locks(holder) > 0, 120,
                      "the first worker to wait inside its second task")
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
