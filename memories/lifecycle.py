@@ -25,6 +25,7 @@ from governance.pii import redact
 from governance.services import audit_record, promotion_block
 from memories.layers import Layer, LayerIdentifiers
 from memories.models import ClosedSession, Memory, State
+from memories.scoping import resolve_identifiers
 from memories.services import MemoryInput, memory_bulk_add
 from memory_project.errors import InvalidInput, MemoryNotFound, NotFound, PolicyViolation
 from tenants.context import TenantContext
@@ -163,10 +164,17 @@ def session_close(ctx: TenantContext, *, session_id: str, user_id: str | None
     """Close a session and evaluate every memory of it for promotion (seed 001 "Promotion
     check at session end"). Closing again returns the first result.
 
+    A restricted key closes only sessions within its restriction: a ``userId`` or session
+    other than the one it is pinned to is refused like any other identifier it may not name.
+
     Raises:
         MissingIdentifier-like InvalidInput: no ``userId``.
+        Unauthorized: the key is pinned to another ``userId`` or ``sessionId``.
         NotFound: the session has no memories in this tenant (unknown or another tenant's).
     """
+    if ctx.pinned_identifiers:
+        pinned = resolve_identifiers(ctx, LayerIdentifiers(userId=user_id, sessionId=session_id))
+        user_id = pinned.userId
     if not user_id:
         raise InvalidInput("Closing a session needs the caller's userId.",
                            details={"required": ["userId", "sessionId"]})

@@ -7,7 +7,6 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from memory_project.after_response import after_response
@@ -52,13 +51,6 @@ class ApiKeyAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="memory"'
-
-
-class HasTenantContext(BasePermission):
-    """Allows the request only when authentication produced a :class:`TenantContext`."""
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return isinstance(request.auth, TenantContext)
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):

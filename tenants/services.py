@@ -24,6 +24,7 @@ from memory_project.errors import (
 from tenants import key_cache
 from tenants.context import API_KEY_PREFIX_GUC, TenantContext, set_guc
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
+from tenants.permissions import Role
 
 KEY_PREFIX = "msk_"
 PREFIX_LENGTH = 12
@@ -99,9 +100,14 @@ def api_key_create(
         ``(api_key, raw_key)``; ``raw_key`` exists only here and is never stored.
 
     Raises:
-        InvalidInput: unknown layer or identifier name, empty identifier value.
+        InvalidInput: unknown role, layer or identifier name, empty identifier value.
         Unauthorized: the key would be wider than the creator's.
     """
+    roles = roles or [Role.ADMIN.value]
+    unknown_roles = sorted(set(roles) - {role.value for role in Role})
+    if unknown_roles:
+        raise InvalidInput(f"Unknown role(s): {', '.join(unknown_roles)}.",
+                           details={"roles": [role.value for role in Role]})
     layers, pins, rate_limit = restriction_narrowed(
         ctx, allowed_layers=allowed_layers or [], pinned_identifiers=pinned_identifiers or {},
         rate_limit=rate_limit)
@@ -112,7 +118,7 @@ def api_key_create(
         name=name,
         prefix=raw_key[:PREFIX_LENGTH],
         key_hash=_digest(raw_key),
-        roles=roles or ["admin"],
+        roles=roles,
         created_by=ctx.principal,
         expires_at=expires_at,
         allowed_layers=layers,

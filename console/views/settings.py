@@ -24,9 +24,10 @@ from memories.search import default_threshold
 from memories.tenant_settings import settings_get
 from memory_project.errors import MemoryServiceError, NotFound
 from tenants.models import ApiKey
+from tenants.permissions import Role
 from tenants.services import api_key_create, api_key_revoke
 
-KEY_ROLES = ("admin", "reviewer", "reader")
+KEY_ROLES = tuple(role.value for role in Role)
 
 
 def _initial(access: ConsoleAccess) -> dict[str, Any]:

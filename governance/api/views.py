@@ -21,23 +21,10 @@ from governance.api.serializers import (
     ReviewListParams,
     TrySerializer,
 )
-from memory_project.errors import InvalidInput, Unauthorized
+from memory_project.errors import InvalidInput
 from memory_project.openapi import EnvelopedListSchema
 from tenants.api.mixins import TenantScopedViewSetMixin
-from tenants.context import TenantContext, require_context
-
-
-def require_role(*roles: str) -> TenantContext:
-    """The caller's context when its key has one of ``roles`` (``admin`` always qualifies).
-
-    Raises:
-        Unauthorized: 403 otherwise.
-    """
-    ctx = require_context()
-    if not ({"admin", *roles} & set(ctx.roles)):
-        raise Unauthorized(f"This needs an API key with the {' or '.join(roles or ('admin',))} "
-                           "role.")
-    return ctx
+from tenants.context import require_context
 
 
 class NewestFirst(CursorPagination):
@@ -95,7 +82,7 @@ class PolicyViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
 
     @extend_schema(request=dict)
     def create(self, request: Request) -> Response:
-        policy = services.policy_create(require_role(), data=request.data)
+        policy = services.policy_create(require_context(), data=request.data)
         return Response(PolicySerializer(policy).data, status=status.HTTP_201_CREATED)
 
     def retrieve(self, request: Request, pk: str) -> Response:
@@ -103,12 +90,12 @@ class PolicyViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
 
     @extend_schema(request=dict)
     def partial_update(self, request: Request, pk: str) -> Response:
-        ctx = require_role()
+        ctx = require_context()
         policy = services.policy_update(ctx, policy_id=self.get_object().pk, data=request.data)
         return Response(PolicySerializer(policy).data)
 
     def destroy(self, request: Request, pk: str) -> Response:
-        ctx = require_role()
+        ctx = require_context()
         services.policy_delete(ctx, policy_id=self.get_object().pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -136,7 +123,6 @@ class ReviewViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
 
     @extend_schema(parameters=[ReviewListParams])
     def list(self, request: Request) -> Response:
-        require_role("reviewer")
         params = ReviewListParams(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         items = selectors.review_list(params.validated_data.get("status"),
@@ -145,7 +131,6 @@ class ReviewViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         return self.get_paginated_response(ReviewItemSerializer(page, many=True).data)
 
     def retrieve(self, request: Request, pk: str) -> Response:
-        require_role("reviewer")
         return Response(ReviewItemSerializer(self.get_object()).data)
 
     @extend_schema(request=DecisionSerializer, responses={200: ReviewItemSerializer})
@@ -161,7 +146,7 @@ class ReviewViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         return self._decide(request, approve=False)
 
     def _decide(self, request: Request, *, approve: bool) -> Response:
-        ctx = require_role("reviewer")
+        ctx = require_context()
         item = self.get_object()
         body = DecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -180,7 +165,6 @@ class AuditViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
 
     @extend_schema(parameters=[AuditListParams])
     def list(self, request: Request) -> Any:
-        require_role()
         params = AuditListParams(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         page = self.paginate_queryset(selectors.audit_list(params.validated_data.get("action")))

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from governance.services import audit_record
 from memories import selectors
-from memories.api.params import bool_param, only_params, require_admin
+from memories.api.params import bool_param, only_params
 from memories.api.serializers import MemorySerializer
 from memories.provider import get_provider
 from tenants.context import TenantContext, require_context
@@ -23,6 +23,8 @@ from tenants.context import TenantContext, require_context
 
 class CapabilitiesView(APIView):
     """``GET /api/v1/capabilities``: what the storage provider supports (seed 001)."""
+
+    operation_name = {"get": "capabilities.get"}
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request) -> Response:
@@ -50,7 +52,7 @@ class ExportView(APIView):
         responses={(200, "application/x-ndjson"): MemorySerializer(many=True)},
     )
     def get(self, request: Request) -> StreamingHttpResponse:
-        ctx = require_admin()
+        ctx = require_context()
         only_params(request, {"includeDeleted"})
         include_deleted = bool_param(request, "includeDeleted")
         audit_record(ctx, action="memory_export", target_type="tenant", target_id=ctx.tenant_id,

@@ -1,11 +1,10 @@
-"""Query parameters and role checks shared by the memory endpoints."""
+"""Query parameters shared by the memory endpoints."""
 
 from __future__ import annotations
 
 from rest_framework.request import Request
 
-from memory_project.errors import InvalidInput, Unauthorized
-from tenants.context import TenantContext, require_context
+from memory_project.errors import InvalidInput
 
 
 def int_param(request: Request, name: str, default: int) -> int:
@@ -40,16 +39,3 @@ def only_params(request: Request, allowed: set[str]) -> None:
     if unknown:
         raise InvalidInput(f"Unknown parameter(s): {', '.join(unknown)}.",
                            details={"allowed": sorted(allowed)})
-
-
-def require_admin() -> TenantContext:
-    """The caller's context when its API key has the ``admin`` role (tenant-wide data
-    operations: export, erasure by identifier).
-
-    Raises:
-        Unauthorized: 403 otherwise.
-    """
-    ctx = require_context()
-    if "admin" not in ctx.roles:
-        raise Unauthorized("This needs an API key with the admin role.")
-    return ctx

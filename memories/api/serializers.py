@@ -119,6 +119,11 @@ class BulkDeleteSerializer(serializers.Serializer):
     )
     hard = StrictBooleanField(required=False, default=False)
 
+    @staticmethod
+    def is_hard(data: dict[str, Any]) -> bool:
+        """Whether a body asks for a hard delete (``"hard": true``; the field is strict)."""
+        return data.get("hard") is True
+
 
 def documented_json(schema: dict[str, Any]) -> type[serializers.JSONField]:
     """A ``JSONField`` documented with ``schema`` (the service checks the values)."""

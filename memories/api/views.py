@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memories import access, deletion, feedback, selectors, services
-from memories.api.params import bool_param, int_param, only_params, require_admin
+from memories.api.params import bool_param, int_param, only_params
 from memories.api.search_serializers import (
     RecallRequestSerializer,
     SearchRequestSerializer,
@@ -89,6 +89,17 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         "search": "memory.search", "recall": "memory.recall", "restore": "memory.restore",
         "history": "memory.history", "feedback": "memory.feedback", "erase": "memory.erase",
     }
+
+    def operation_for(self, request: Request) -> str | None:
+        """A hard delete is another operation than a soft one (``tenants.permissions``): it
+        cannot be undone, so it needs more than the writer role."""
+        if self.action == "destroy" and request.query_params.get("hard", "").lower() in (
+                "true", "1"):
+            return "memory.delete_hard"
+        if self.action == "bulk_delete" and isinstance(request.data, dict) and \
+                BulkDeleteSerializer.is_hard(request.data):
+            return "memory.bulk_delete_hard"
+        return None
 
     @extend_schema(
         request=MemoryWriteSerializer,
@@ -206,7 +217,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         must all match): erase every memory of that identifier in the caller's tenant, in any
         layer and state, with its history content (a data-subject request). Needs the admin
         role; audited. ``{"erased": n}``; no identifier → 400."""
-        ctx = require_admin()
+        ctx = require_context()
         identifiers: dict[str, str] = {}
         for name in request.query_params:
             values = request.query_params.getlist(name)

@@ -43,6 +43,9 @@ class _HierarchyViewSet(
 class OrganizationViewSet(_HierarchyViewSet):
     """Organisations of the caller's tenant (the ``org`` layer)."""
 
+    operation_name = {"list": "org.list", "retrieve": "org.get", "create": "org.create",
+                      "destroy": "org.delete"}
+
     serializer_class = OrganizationSerializer
     queryset_selector = staticmethod(selectors.org_list)
     model = Organization
@@ -57,6 +60,9 @@ class OrganizationViewSet(_HierarchyViewSet):
 
 class TeamViewSet(_HierarchyViewSet):
     """Teams of the caller's tenant (the ``team`` layer)."""
+
+    operation_name = {"list": "team.list", "retrieve": "team.get", "create": "team.create",
+                      "destroy": "team.delete"}
 
     serializer_class = TeamSerializer
     queryset_selector = staticmethod(selectors.team_list)
@@ -75,6 +81,9 @@ class TeamViewSet(_HierarchyViewSet):
 
 class ProjectViewSet(_HierarchyViewSet):
     """Projects of the caller's tenant (the ``project`` layer)."""
+
+    operation_name = {"list": "project.list", "retrieve": "project.get", "create": "project.create",
+                      "destroy": "project.delete"}
 
     serializer_class = ProjectSerializer
     queryset_selector = staticmethod(selectors.project_list)

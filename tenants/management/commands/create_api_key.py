@@ -13,6 +13,7 @@ from memory_project.errors import MemoryServiceError
 from tenants import services
 from tenants.context import tenant_scope
 from tenants.models import Tenant
+from tenants.permissions import Role
 from tenants.selectors import tenant_by_ref
 
 
@@ -36,9 +37,10 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="")
         parser.add_argument("--expires-days", type=int, default=None)
         parser.add_argument("--role", action="append", dest="roles",
-                            choices=["admin", "reviewer", "reader"],
-                            help="repeatable; default admin. reviewer: the review queue; "
-                                 "reader: no governance endpoints")
+                            choices=[role.value for role in Role],
+                            help="repeatable; default admin. writer: add, update, soft "
+                                 "delete; reviewer: read + the review queue; reader: read "
+                                 "only (README: Roles and permissions)")
         parser.add_argument("--layer", action="append", dest="layers", default=[],
                             help="repeatable; restrict the key to these layers")
         parser.add_argument("--identifier", action="append", dest="pins", default=[],

@@ -1,0 +1,191 @@
+"""The permission table (``tenants.permissions``) is complete, rendered in the README, and
+enforced on every route for every persona: admin, writer, reviewer, reader, restricted key."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from tenants.permissions import PERMISSIONS, ROLE_GRANTS, Role, markdown_table
+from tests.helpers import body, new_key
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+MISSING = str(uuid.uuid4())
+
+#: How to call each operation: (method, url, JSON body). Ids name nothing, so an allowed call
+#: gets past the permission check and then answers 404/400/200 — anything but the refusal.
+CALLS: dict[str, tuple[str, str, Any]] = {
+    "memory.add": ("post", "/api/v1/memories", {}),
+    "memory.bulk_add": ("post", "/api/v1/memories/bulk", {}),
+    "memory.get": ("get", f"/api/v1/memories/{MISSING}", None),
+    "memory.update": ("patch", f"/api/v1/memories/{MISSING}", {}),
+    "memory.delete": ("delete", f"/api/v1/memories/{MISSING}", None),
+    "memory.delete_hard": ("delete", f"/api/v1/memories/{MISSING}?hard=true", None),
+    "memory.bulk_delete": ("post", "/api/v1/memories/bulk-delete", {"ids": [MISSING]}),
+    "memory.bulk_delete_hard": ("post", "/api/v1/memories/bulk-delete",
+                                {"ids": [MISSING], "hard": True}),
+    "memory.list": ("get", "/api/v1/memories?layer=user&userId=u1", None),
+    "memory.search": ("post", "/api/v1/memories/search", {}),
+    "memory.recall": ("post", "/api/v1/memories/recall", {}),
+    "memory.restore": ("post", f"/api/v1/memories/{MISSING}/restore", {}),
+    "memory.history": ("get", f"/api/v1/memories/{MISSING}/history", None),
+    "memory.feedback": ("post", "/api/v1/memories/feedback", {}),
+    "memory.erase": ("delete", "/api/v1/memories?userId=nobody", None),
+    "memory.export": ("get", "/api/v1/export", None),
+    "session.close": ("post", "/api/v1/sessions/s-none/close",
+                      {"identifiers": {"userId": "u1"}}),
+    "capabilities.get": ("get", "/api/v1/capabilities", None),
+    "settings.get": ("get", "/api/v1/settings", None),
+    "settings.update": ("patch", "/api/v1/settings", {}),
+    "policy.list": ("get", "/api/v1/policies", None),
+    "policy.get": ("get", f"/api/v1/policies/{MISSING}", None),
+    "policy.create": ("post", "/api/v1/policies", {}),
+    "policy.update": ("patch", f"/api/v1/policies/{MISSING}", {}),
+    "policy.delete": ("delete", f"/api/v1/policies/{MISSING}", None),
+    "policy.try": ("post", "/api/v1/policies/try", {}),
+    "review.list": ("get", "/api/v1/reviews", None),
+    "review.get": ("get", f"/api/v1/reviews/{MISSING}", None),
+    "review.approve": ("post", f"/api/v1/reviews/{MISSING}/approve", {}),
+    "review.reject": ("post", f"/api/v1/reviews/{MISSING}/reject", {}),
+    "audit.list": ("get", "/api/v1/audit", None),
+    **{f"{level}.{op}": call for level, path in (("org", "orgs"), ("team", "teams"),
+                                                  ("project", "projects"))
+       for op, call in {
+           "list": ("get", f"/api/v1/{path}", None),
+           "get": ("get", f"/api/v1/{path}/none", None),
+           "create": ("post", f"/api/v1/{path}", {}),
+           "delete": ("delete", f"/api/v1/{path}/none", None),
+       }.items()},
+}
+
+PERSONAS: dict[str, dict[str, Any]] = {
+    "admin": {"roles": ["admin"]},
+    "writer": {"roles": ["writer"]},
+    "reviewer": {"roles": ["reviewer"]},
+    "reader": {"roles": ["reader"]},
+    "restricted": {"roles": ["admin"], "allowed_layers": ["user", "session"],
+                   "pinned_identifiers": {"userId": "u1"}},
+}
+
+
+def expected(persona: str, operation: str) -> bool:
+    """What the table says ``persona`` may do (written out, not computed by the code under
+    test: the restricted persona holds the admin role)."""
+    rule = PERMISSIONS[operation][2]
+    role = Role("admin" if persona == "restricted" else persona)
+    return rule.access in ROLE_GRANTS[role] and (persona != "restricted" or rule.restricted)
+
+
+def refused(response: Any, operation: str) -> bool:
+    """The permission check's own refusal: 403 ``UNAUTHORIZED`` naming the operation."""
+    if response.status_code != 403:
+        return False
+    error = body(response)["error"]
+    return error["code"] == "UNAUTHORIZED" and error["details"].get("operation") == operation
+
+
+def _api_routes() -> list[tuple[Any, dict[str, str]]]:
+    """(view class, {method: action}) of every route under /api/v1/."""
+    found: list[tuple[Any, dict[str, str]]] = []
+
+    def walk(patterns: list[Any], prefix: str) -> None:
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            elif isinstance(pattern, URLPattern) and (prefix + str(pattern.pattern)).startswith(
+                    "api/v1/"):
+                callback = pattern.callback
+                cls = callback.cls
+                actions = getattr(callback, "actions", None) or {
+                    m: m for m in ("get", "post", "patch", "put", "delete") if hasattr(cls, m)}
+                found.append((cls, actions))
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def test_it_names_every_api_route_in_the_table() -> None:
+    named: set[str] = set()
+    for cls, actions in _api_routes():
+        names = getattr(cls, "operation_name", {})
+        for action in actions.values():
+            assert action in names, f"{cls.__name__}.{action} has no operation name"
+            named.add(names[action])
+    escalated = {"memory.delete_hard", "memory.bulk_delete_hard"}  # chosen by operation_for
+    assert named | escalated == set(PERMISSIONS)
+    assert set(CALLS) == set(PERMISSIONS)
+
+
+def test_it_renders_the_table_in_the_readme() -> None:
+    assert markdown_table() in README.read_text()
+
+
+@pytest.mark.parametrize("persona", sorted(PERSONAS))
+def test_it_enforces_the_whole_matrix(tenant_a, persona: str) -> None:
+    _, client = new_key(tenant_a, **PERSONAS[persona])
+    wrong = []
+    for operation, (method, url, payload) in CALLS.items():
+        call = getattr(client, method)
+        response = call(url, payload, format="json") if payload is not None else call(url)
+        assert response.status_code != 500, (operation, response.content[:300])
+        if refused(response, operation) == expected(persona, operation):
+            wrong.append((operation, response.status_code, response.content[:200]))
+    assert not wrong, wrong
+
+
+def test_a_reader_key_changes_nothing(tenant_a) -> None:
+    memory = tenant_a.add("Alice likes tea.", identifiers={"userId": "u1"})
+    _, reader = new_key(tenant_a, roles=["reader"])
+    url = f"/api/v1/memories/{memory.pk}"
+    for response in (
+        reader.post("/api/v1/memories", {"content": "x", "layer": "user",
+                                         "identifiers": {"userId": "u1"}}, format="json"),
+        reader.patch(url, {"content": "changed"}, format="json"),
+        reader.delete(url + "?hard=true"),
+        reader.delete(url),
+        reader.post("/api/v1/memories/bulk-delete", {"ids": [str(memory.pk)], "hard": True},
+                    format="json"),
+        reader.post("/api/v1/memories/feedback", {"memoryIds": [str(memory.pk)],
+                                                  "reward": -1}, format="json"),
+        reader.post("/api/v1/orgs", {"orgId": "o1"}, format="json"),
+    ):
+        assert response.status_code == 403, response.content
+    got = reader.get(url)
+    assert got.status_code == 200 and body(got)["memory"]["content"] == "Alice likes tea."
+    assert body(got)["memory"]["state"] == "active"
+
+
+def test_a_writer_key_writes_but_cannot_erase(tenant_a) -> None:
+    _, writer = new_key(tenant_a, roles=["writer"])
+    created = writer.post("/api/v1/memories", {"content": "Bob likes coffee.", "layer": "user",
+                                               "identifiers": {"userId": "u1"}}, format="json")
+    assert created.status_code == 201
+    url = f"/api/v1/memories/{body(created)['memory']['id']}"
+    assert writer.delete(url + "?hard=true").status_code == 403
+    assert writer.delete(url).status_code == 200
+    assert writer.post(url + "/restore").status_code == 200
+
+
+def test_a_restricted_key_cannot_close_another_users_session(tenant_a) -> None:
+    tenant_a.add("Session note of u2.", layer="session",
+                 identifiers={"userId": "u2", "sessionId": "s2"}, importance=0.9)
+    _, restricted = new_key(tenant_a, pinned_identifiers={"userId": "u1"})
+    response = restricted.post("/api/v1/sessions/s2/close",
+                               {"identifiers": {"userId": "u2"}}, format="json")
+    assert response.status_code == 403
+    assert "promoted" not in response.content.decode()
+    # Leaving the userId out fills in the pinned u1, whose session s2 does not exist.
+    assert restricted.post("/api/v1/sessions/s2/close", {}, format="json").status_code == 404
+
+
+def test_it_refuses_a_key_with_an_unknown_role(tenant_a) -> None:
+    from memory_project.errors import InvalidInput
+    from tenants import services
+    from tenants.context import tenant_scope
+
+    with tenant_scope(tenant_a.ctx), pytest.raises(InvalidInput):
+        services.api_key_create(tenant_a.ctx, name="x", roles=["superuser"])
