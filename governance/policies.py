@@ -9,7 +9,7 @@ a violation (fail closed).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,9 +93,21 @@ def _term_regex(term: str) -> regex.Pattern[str]:
 
 
 def evaluate(policies: Iterable[Policy], *, content: str, metadata: dict[str, Any],
-             layer: str, key_prefix: str | None = None) -> Decision:
-    """Check a write against every enabled policy that applies to the caller's key."""
+             layer: str, key_prefix: str | None = None,
+             detector: Callable[[str], list[Finding]] = detect) -> Decision:
+    """Check a write against every enabled policy that applies to the caller's key.
+
+    ``detector``: PII detection to use (``governance.pii_guard.detector_for(ctx)`` bounds it
+    for a tenant's request); it runs at most once per distinct text.
+    """
     decision = Decision(content=content)
+    scanned: dict[str, list[Finding]] = {}
+
+    def findings(text: str) -> list[Finding]:
+        if text not in scanned:
+            scanned[text] = detector(text)
+        return scanned[text]
+
     for policy in policies:
         if not policy.enabled:
             continue
@@ -103,12 +115,12 @@ def evaluate(policies: Iterable[Policy], *, content: str, metadata: dict[str, An
             continue
         decision.violations.extend(_check(policy, content, metadata, layer))
         if policy.pii_handling == PiiHandling.DENY:
-            found = detect(content)
+            found = findings(content)
             if found:
                 kinds = ", ".join(sorted({f.type for f in found}))
                 decision.violations.append(_violation(policy, "pii", f"contains {kinds}"))
         elif policy.pii_handling == PiiHandling.REDACT:
-            decision.content, found = redact(decision.content)
+            decision.content, found = redact(decision.content, findings(decision.content))
             decision.redactions.extend(found)
     return decision
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from governance.metrics import POLICY_VIOLATIONS, PROMOTION_BLOCKS
 from governance.models import AuditEntry, Policy, ReviewItem, ReviewKind, ReviewStatus
-from governance.pii import redact
+from governance.pii_guard import detector_for, redact_for
 from governance.policies import Decision, clean_policy_data, evaluate
 from memory_project.errors import InvalidInput, NotFound, PolicyViolation, ReviewAlreadyDecided
 from tenants.config_cache import cached
@@ -77,7 +77,8 @@ def enforce_write(ctx: TenantContext, *, content: str, metadata: dict[str, Any],
     if policies is None:
         policies = policies_in_force(ctx)
     decision = evaluate(policies, content=content, metadata=metadata, layer=layer,
-                        key_prefix=ctx.principal.removeprefix("api_key:"))
+                        key_prefix=ctx.principal.removeprefix("api_key:"),
+                        detector=detector_for(ctx))
     if decision.allowed:
         return decision.content
     violations = [v.as_dict() for v in decision.violations]
@@ -85,7 +86,7 @@ def enforce_write(ctx: TenantContext, *, content: str, metadata: dict[str, Any],
         POLICY_VIOLATIONS.labels(rule=violation.rule).inc()
     audit_record(ctx, action="policy_violation", target_type="memory",
                  details={"operation": operation, "layer": layer, "violations": violations})
-    preview, _ = redact(content)
+    preview, _ = redact_for(ctx, content)
     ReviewItem.objects.create(
         tenant_id=ctx.tenant_id, kind=ReviewKind.POLICY_HIT,
         reason="; ".join(f"{v.policy}: {v.detail}" for v in decision.violations),
@@ -108,7 +109,7 @@ def filter_results(ctx: TenantContext, memories: list[Any], *, operation: str) -
     kept, dropped = [], []
     for memory in memories:
         decision = evaluate(policies, content=memory.content, metadata=memory.metadata,
-                            layer=memory.layer, key_prefix=None)
+                            layer=memory.layer, key_prefix=None, detector=detector_for(ctx))
         blocking = [v for v in decision.violations if v.rule in ("denied_term", "denied_pattern",
                                                                  "pii")]
         (dropped if blocking else kept).append(memory)
@@ -124,7 +125,7 @@ def promotion_block(ctx: TenantContext, *, memory: Any, reason: str,
     "Sensitivity Check"). ``reason``: ``sensitive``, ``private`` or ``policy`` (then
     ``details.violations`` says which)."""
     PROMOTION_BLOCKS.labels(reason=reason).inc()
-    preview, _ = redact(memory.content)
+    preview, _ = redact_for(ctx, memory.content)
     extra = details or {}
     audit_record(ctx, action="promotion_blocked", target_type="memory", target_id=memory.pk,
                  details={"reason": reason, "layer": memory.layer, **extra})
@@ -191,7 +192,8 @@ def policy_try(ctx: TenantContext, *, data: Any, text: str, layer: str = "user",
         raise InvalidInput(f"Unknown layer {layer!r}.")
     cleaned = clean_policy_data({"name": "try", **data}, partial=True)
     policy = Policy(tenant_id=ctx.tenant_id, **{"name": "try", **cleaned})
-    return evaluate([policy], content=text, metadata=metadata or {}, layer=layer)
+    return evaluate([policy], content=text, metadata=metadata or {}, layer=layer,
+                    detector=detector_for(ctx))
 
 
 def _get(model: type[Any], object_id: Any) -> Any:

@@ -21,7 +21,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from governance.pii import redact
+from governance.pii_guard import redact_for
 from governance.services import audit_record, promotion_block
 from memories.layers import Layer, LayerIdentifiers
 from memories.models import ClosedSession, Memory, State
@@ -97,7 +97,7 @@ def memory_promote(ctx: TenantContext, *, memory_id: Any, override: bool = False
         promotion_block(ctx, memory=memory, reason=reason)
         return None
     target = promotion_target(ctx, memory)
-    content, findings = redact(memory.content)
+    content, findings = redact_for(ctx, memory.content)
     metadata = {
         **{k: v for k, v in (memory.metadata or {}).items() if k != "promotedTo"},
         "promotedFrom": {"id": str(memory.pk), "layer": memory.layer,
@@ -133,7 +133,7 @@ def memory_promote(ctx: TenantContext, *, memory_id: Any, override: bool = False
 def memory_add_reviewed(ctx: TenantContext, *, details: dict[str, Any]) -> Memory:
     """Store a write a policy refused, after a reviewer approved it: PII redacted, policies
     not applied again (the reviewer is the exception)."""
-    content, _ = redact(str(details.get("content", "")))
+    content, _ = redact_for(ctx, str(details.get("content", "")))
     item = MemoryInput(
         content=content, layer=str(details.get("layer")),
         identifiers=LayerIdentifiers.from_mapping(details.get("identifiers") or {}),

@@ -6,7 +6,7 @@ Every error leaves the API as::
 
 Codes follow seed 001 ("Error Handling": ``MemoryErrorCode``) plus the few an HTTP API needs
 on top (``INVALID_INPUT``, ``NOT_FOUND``, ``VERSION_CONFLICT``, ``PAYLOAD_TOO_LARGE``,
-``METHOD_NOT_ALLOWED``, ``INTERNAL_ERROR``, and for backends that fail
+``METHOD_NOT_ALLOWED``, ``WORK_BUDGET_EXCEEDED``, ``INTERNAL_ERROR``, and for backends that fail
 ``BACKEND_CIRCUIT_OPEN`` (seed 001 "Backend Circuit Breaker") and ``BACKEND_UNAVAILABLE``).
 Errors whose ``details`` carry ``retryAfter`` (seconds) answer with a ``Retry-After`` header.
 """
@@ -218,6 +218,15 @@ class PayloadTooLarge(MemoryServiceError):
     code = "PAYLOAD_TOO_LARGE"
     status = 413
     default_message = "The request body is too large."
+
+
+class WorkBudgetExceeded(MemoryServiceError):
+    """``WORK_BUDGET_EXCEEDED`` (HTTP 422): the input needs more processing time than one
+    request may take (``memory_project.heavy_work``); nothing was stored. Send less at once."""
+
+    code = "WORK_BUDGET_EXCEEDED"
+    status = 422
+    default_message = "This request needs more processing than one request may take."
 
 
 class MethodNotAllowed(MemoryServiceError):

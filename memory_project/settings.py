@@ -135,6 +135,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memory_project.middleware.BodySizeLimitMiddleware",
     "memory_project.resilience.DegradedHeaderMiddleware",
+    "memory_project.heavy_work.RequestBudgetMiddleware",  # time for CPU-heavy work
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -261,6 +262,17 @@ EMBEDDING_API_TIMEOUT_SECONDS = env_float("EMBEDDING_API_TIMEOUT_SECONDS", 10.0)
 # Per-API-key rate limit (fixed window in Redis); 0 disables. A key's own limit wins.
 RATE_LIMIT_REQUESTS = env_int("RATE_LIMIT_REQUESTS", 600)
 RATE_LIMIT_WINDOW_SECONDS = env_int("RATE_LIMIT_WINDOW_SECONDS", 60)
+# CPU-heavy work of a request (memory_project/heavy_work.py): worker processes per web process
+# (0: in the calling thread), their nice increment, concurrent heavy calls per tenant across
+# all processes, and time limits per call and per request.
+HEAVY_WORK_PROCESSES = env_int("HEAVY_WORK_PROCESSES", 1)
+HEAVY_WORK_NICE = env_int("HEAVY_WORK_NICE", 19)
+HEAVY_WORK_PER_TENANT = env_int("HEAVY_WORK_PER_TENANT", 2)
+HEAVY_WORK_TIMEOUT_SECONDS = env_float("HEAVY_WORK_TIMEOUT_SECONDS", 10.0)
+HEAVY_WORK_REQUEST_BUDGET_SECONDS = env_float("HEAVY_WORK_REQUEST_BUDGET_SECONDS", 20.0)
+# Texts whose PII scan is estimated cheaper than this (in digit-equivalents, see
+# governance/pii_guard.py) are scanned in the calling thread.
+PII_INLINE_COST = env_int("PII_INLINE_COST", 400)
 # --- observability (README "Observability") --------------------------------------------------
 # /metrics answers a Bearer METRICS_TOKEN (when set) or a caller from these networks.
 METRICS_TOKEN = env_str("METRICS_TOKEN")

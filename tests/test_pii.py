@@ -5,6 +5,8 @@ stay untouched. Pure functions: no database."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from governance.pii import PLACEHOLDERS, detect, redact
 
@@ -132,3 +134,54 @@ def test_it_keeps_text_without_pii_byte_for_byte() -> None:
 ])
 def test_it_finds_a_card_next_to_other_digits(text: str, expected: str) -> None:
     assert redact(text)[0] == expected
+
+
+# --- the phone matcher runs on windows around digits only -------------------------------
+
+def _phones_on_whole_text(text: str, regions: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The reference: libphonenumber's matcher over the whole text, as before windows."""
+    import re
+
+    import phonenumbers
+
+    from governance.pii import _usual_grouping
+
+    spans = []
+    for region in regions:
+        for m in phonenumbers.PhoneNumberMatcher(
+                text, region, leniency=phonenumbers.Leniency.STRICT_GROUPING):
+            spans.append((m.start, m.end))
+    usual = _usual_grouping(regions[0])
+    for m in phonenumbers.PhoneNumberMatcher(text, regions[0],
+                                             leniency=phonenumbers.Leniency.POSSIBLE):
+        groups = re.findall(r"\d+", m.raw_string)
+        if len(groups) == len(usual) + 1 and groups[0] == str(m.number.country_code):
+            groups = groups[1:]
+        if [len(g) for g in groups] == usual:
+            spans.append((m.start, m.end))
+    return spans
+
+
+_PIECES = ["call ", "+1 (415) 555-2671", "020 7946 0958", " ext. 12", "x", "(", ")", "-",
+           ".", " ", "  ", "Tel:", "2023-000123", "08.05.2023", "123-456-7890", "+49 30 901820",
+           "abc", "\n", "555", "0123", "#4", "42", "+", "/"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES) | st.text("0123456789 -.()+x", max_size=12),
+                max_size=40))
+def test_windows_find_what_the_whole_text_finds(pieces: list[str]) -> None:
+    from governance.pii import _phones
+
+    text = "".join(pieces)
+    regions = ("US", "GB", "DE", "FR")
+    assert [(f.start, f.end) for f in _phones(text, regions)] == \
+        _phones_on_whole_text(text, regions)
+
+
+def test_windows_skip_prose_between_numbers() -> None:
+    from governance.pii import phone_windows
+
+    text = "word " * 200 + "call 020 7946 0958 now" + " word" * 200
+    [(start, end)] = phone_windows(text)
+    assert end - start < 80 and "020 7946 0958" in text[start:end]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
 
 from governance.models import AuditEntry, Policy, ReviewItem, ReviewKind, ReviewStatus
@@ -51,7 +52,8 @@ class TrySerializer(serializers.Serializer):
     """Body of ``POST /api/v1/policies/try``: an unsaved policy and a sample text."""
 
     policy = JsonObjectField(validators=[no_nul])
-    text = StrictCharField(trim_whitespace=False, max_length=100_000, validators=[no_nul])
+    text = StrictCharField(trim_whitespace=False, max_length=settings.MEMORY_MAX_CONTENT_LENGTH,
+                           validators=[no_nul])
     layer = StrictCharField(required=False, default="user")
     metadata = JsonObjectField(required=False, default=dict, validators=[no_nul])
 
