@@ -125,6 +125,29 @@ def evaluate(policies: Iterable[Policy], *, content: str, metadata: dict[str, An
     return decision
 
 
+#: What a denied term or pattern becomes in a review preview.
+DENIED_PLACEHOLDER = "[DENIED]"
+
+
+def mask_denied(policies: Iterable[Policy], text: str) -> str:
+    """``text`` with every span a denied term or pattern of an enabled policy matches
+    replaced by :data:`DENIED_PLACEHOLDER`: what a reviewer sees and what approving stores,
+    so a secret a policy caught (an ``sk-…`` token) is neither shown nor kept. A pattern that
+    times out masks nothing (the write was refused for it anyway)."""
+    for policy in policies:
+        if not policy.enabled:
+            continue
+        for term in policy.denied_terms:
+            text = _term_regex(term).sub(DENIED_PLACEHOLDER, text)
+        for pattern in policy.denied_patterns:
+            try:
+                text = regex.compile(pattern, regex.IGNORECASE).sub(
+                    DENIED_PLACEHOLDER, text, timeout=settings.POLICY_REGEX_TIMEOUT_SECONDS)
+            except (TimeoutError, regex.error):
+                continue
+    return text
+
+
 def _violation(policy: Policy, rule: str, detail: str) -> Violation:
     saved = not policy._state.adding  # an unsaved policy (the try-it box) has no id yet
     return Violation(policy=policy.name, policy_id=str(policy.pk) if saved else "", rule=rule,

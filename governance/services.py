@@ -3,10 +3,13 @@ enforcement hooks the memory services call."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Model
 from django.utils import timezone
@@ -14,12 +17,22 @@ from django.utils import timezone
 from governance.metrics import POLICY_VIOLATIONS, PROMOTION_BLOCKS
 from governance.models import AuditEntry, Policy, ReviewItem, ReviewKind, ReviewStatus
 from governance.pii_guard import detector_for, redact_for
-from governance.policies import Decision, clean_policy_data, evaluate
+from governance.policies import Decision, clean_policy_data, evaluate, mask_denied
 from memory_project.errors import InvalidInput, NotFound, PolicyViolation, ReviewAlreadyDecided
 from tenants.config_cache import cached
 from tenants.context import TenantContext, dangerously_cross_tenant, require_context
 
 logger = logging.getLogger(__name__)
+
+
+def pseudonym(ctx: TenantContext, value: str) -> str:
+    """A stable stand-in for a data subject's identifier in the audit log, which cannot be
+    changed once written (append-only) and so must not hold what an erasure removes:
+    ``p:`` + the first 16 hex digits of HMAC-SHA256(SECRET_KEY, tenant id + value). The same
+    value gives the same pseudonym within a tenant, so entries still correlate."""
+    digest = hmac.new(settings.SECRET_KEY.encode(), f"{ctx.tenant_id}:{value}".encode(),
+                      hashlib.sha256).hexdigest()
+    return f"p:{digest[:16]}"
 
 
 def audit_record(ctx: TenantContext, *, action: str, target_type: str = "",
@@ -86,13 +99,13 @@ def enforce_write(ctx: TenantContext, *, content: str, metadata: dict[str, Any],
         POLICY_VIOLATIONS.labels(rule=violation.rule).inc()
     audit_record(ctx, action="policy_violation", target_type="memory",
                  details={"operation": operation, "layer": layer, "violations": violations})
-    preview, _ = redact_for(ctx, content)
+    preview, _ = redact_for(ctx, mask_denied(policies, content))
     ReviewItem.objects.create(
         tenant_id=ctx.tenant_id, kind=ReviewKind.POLICY_HIT,
         reason="; ".join(f"{v.policy}: {v.detail}" for v in decision.violations),
         preview=preview,
         details={"operation": operation, "layer": layer, "identifiers": identifiers or {},
-                 "metadata": metadata, "content": content, "violations": violations},
+                 "metadata": metadata, "violations": violations},
     )
     first = decision.violations[0]
     raise PolicyViolation(
@@ -213,7 +226,8 @@ def review_decide(ctx: TenantContext, *, item_id: Any, approve: bool, reason: st
     """Approve or reject a review item, once; who and when are recorded.
 
     Approving a blocked promotion promotes the memory with PII redacted; approving a policy
-    hit stores the refused write, PII redacted. Rejecting needs a reason.
+    hit stores its ``preview``: the refused write with PII redacted and what a denied term or
+    pattern matched masked (the raw content is never kept). Rejecting needs a reason.
 
     Raises:
         NotFound: no such item in this tenant. ReviewAlreadyDecided: decided before (409).
@@ -244,7 +258,7 @@ def _carry_out(ctx: TenantContext, item: ReviewItem) -> uuid.UUID | None:
     if item.kind == ReviewKind.PROMOTION_BLOCKED:
         copy = lifecycle.memory_promote(ctx, memory_id=item.memory_id, override=True)
         return copy.pk if copy is not None else None
-    return lifecycle.memory_add_reviewed(ctx, details=item.details).pk
+    return lifecycle.memory_add_reviewed(ctx, content=item.preview, details=item.details).pk
 
 
 def review_items_scrub(ctx: TenantContext, *, memory_ids: list[Any]) -> int:
@@ -254,3 +268,15 @@ def review_items_scrub(ctx: TenantContext, *, memory_ids: list[Any]) -> int:
         return 0
     return ReviewItem.objects.filter(memory_id__in=memory_ids).update(
         preview="", details={"erased": True})
+
+
+def review_items_erase_subject(ctx: TenantContext, *, identifiers: dict[str, str]) -> int:
+    """Right to erasure: delete the review items holding a data subject's refused writes
+    (policy hits whose identifiers carry every one of ``identifiers``, camelCase), pending or
+    decided, so that no reviewer sees them and no approval can store them again. Returns the
+    number deleted (the audit log keeps that decisions were made)."""
+    if not identifiers:
+        return 0
+    deleted, _ = ReviewItem.objects.filter(
+        kind=ReviewKind.POLICY_HIT, details__identifiers__contains=identifiers).delete()
+    return deleted

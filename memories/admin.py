@@ -6,10 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from governance.services import audit_record
+from memories.deletion import memories_erase
 from memories.models import UNSERVED_COLUMNS, Memory, MemoryFeedback, MemoryHistory
 from tenants.admin_base import TenantOwnedAdmin
+from tenants.context import tenant_scope
+from tenants.models import Tenant
+from tenants.services import system_context
 
 
 @admin.register(Memory)
@@ -26,6 +32,23 @@ class MemoryAdmin(TenantOwnedAdmin):
     @admin.display(description="content")
     def short_content(self, memory: Memory) -> str:
         return memory.content[:80]
+
+    def delete_model(self, request: HttpRequest, obj: Memory) -> None:
+        self.delete_queryset(request, Memory.objects.dangerously_all_tenants().filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        """Deleting here is an erasure like ``DELETE ?hard=true``: through the service, in each
+        memory's tenant, so that history, caches and derived data go too (a plain row delete
+        would leave the content in the history)."""
+        by_tenant: dict[Any, list[Any]] = {}
+        for tenant_id, pk in queryset.values_list("tenant_id", "pk"):
+            by_tenant.setdefault(tenant_id, []).append(pk)
+        for tenant in Tenant.objects.filter(pk__in=by_tenant):
+            ctx = system_context(tenant, f"admin:{request.user.get_username()}")
+            with tenant_scope(ctx):
+                erased = memories_erase(ctx, memory_ids=by_tenant[tenant.pk], reason="admin")
+                audit_record(ctx, action="memories_erased", target_type="memory",
+                             details={"reason": "admin", "count": erased})
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # memories are added through the API, which embeds them

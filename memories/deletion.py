@@ -8,24 +8,43 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import F
+from django.dispatch import Signal
 from django.utils import timezone
 
-from governance.services import audit_cross_tenant_probe, audit_record
-from memories.history import history_erase, history_record, history_row
-from memories.models import HistoryAction, Memory, State
+from governance.services import (
+    audit_cross_tenant_probe,
+    audit_record,
+    pseudonym,
+    review_items_erase_subject,
+)
+from memories.embeddings import cache_evict
+from memories.history import history_erase, history_record, history_row, history_texts
+from memories.models import ClosedSession, HistoryAction, Memory, State
 from memories.services import parse_memory_id
 from memory_project.errors import (
     InvalidInput,
     MemoryNotFound,
 )
 from memory_project.validation import unstorable_text
+from tenants.config_cache import version_bump
 from tenants.context import TenantContext
 
 # --- delete, erase, restore -------------------------------------------------------------------
 
+#: Sent inside the erasing transaction with ``tenant_id`` and ``memory_ids``: apps that keep
+#: data derived from memories (the graph, summaries) remove it in their receiver.
+memories_erased = Signal()
+
+
 def memories_erase(ctx: TenantContext, *, memory_ids: list[uuid.UUID], reason: str) -> int:
-    """Erase memories for good (right to erasure): the rows go (their feedback with them) and
-    the content and metadata in their history are blanked, leaving one ``erase`` row each.
+    """Erase memories for good (right to erasure), everywhere they are kept:
+
+    - the rows go (their feedback and keyword postings with them);
+    - the content and metadata in their history are blanked, leaving one ``erase`` row each;
+    - review items about them are scrubbed (``governance.services.review_items_scrub``);
+    - the embedding cache forgets every version of their text (Redis and, through a new
+      ``config_version`` of the tenant, every process: ``memories.embeddings.cache_evict``);
+    - receivers of :data:`memories_erased` drop what they derived from them.
 
     Must run inside a transaction (the callers are atomic). Ids that match nothing in the
     active tenant are ignored.
@@ -33,12 +52,18 @@ def memories_erase(ctx: TenantContext, *, memory_ids: list[uuid.UUID], reason: s
     Returns:
         The number of memories erased.
     """
-    ids = list(Memory.objects.select_for_update().filter(pk__in=memory_ids).order_by("pk")
-               .values_list("pk", flat=True))
-    if not ids:
+    rows = list(Memory.objects.select_for_update().filter(pk__in=memory_ids).order_by("pk")
+                .values_list("pk", "content"))
+    if not rows:
         return 0
+    ids = [pk for pk, _ in rows]
+    texts = {content for _, content in rows} | history_texts(ids)
     history_erase(ctx, ids, reason=reason)
     Memory.objects.filter(pk__in=ids).delete()
+    memories_erased.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=ids)
+    version_bump(ctx.tenant_id)
+    tenant_id = ctx.tenant_id
+    transaction.on_commit(lambda: cache_evict(tenant_id, sorted(texts)))
     return len(ids)
 
 
@@ -153,9 +178,12 @@ def validate_erase_identifiers(identifiers: Any) -> dict[str, str]:
 
 @transaction.atomic
 def memory_erase_by_identifiers(ctx: TenantContext, *, identifiers: Any) -> int:
-    """Erase every memory of the caller's tenant that carries all of ``identifiers`` (a
-    data-subject request: e.g. ``{"userId": "u1"}``), in any layer and any state, history
-    content included (:func:`memories_erase`). Audited as ``memory_erase_request``.
+    """Erase a data subject (e.g. ``{"userId": "u1"}``) from the caller's tenant: every
+    memory carrying all of ``identifiers``, in any layer and any state, everywhere it is kept
+    (:func:`memories_erase`); the refused writes of that subject waiting for or past review
+    (``governance.services.review_items_erase_subject``); and the records of the subject's
+    closed sessions (user and session ids). The audit entry ``memory_erase_request`` names the
+    subject by pseudonym only (``governance.services.pseudonym``), as every audit entry does.
 
     Returns:
         The number of memories erased (0 is a valid answer).
@@ -167,8 +195,13 @@ def memory_erase_by_identifiers(ctx: TenantContext, *, identifiers: Any) -> int:
     columns = {ERASE_IDENTIFIERS[k]: v for k, v in checked.items()}
     ids = list(Memory.objects.filter(**columns).values_list("pk", flat=True))
     erased = memories_erase(ctx, memory_ids=ids, reason="identifier") if ids else 0
+    reviews = review_items_erase_subject(ctx, identifiers=checked)
+    sessions = {k: v for k, v in columns.items() if k in ("user_id", "session_id")}
+    closed = ClosedSession.objects.filter(**sessions).delete()[0] if len(sessions) == len(
+        columns) else 0
     audit_record(ctx, action="memory_erase_request", target_type="identifier",
-                 details={"identifiers": checked, "erased": erased})
+                 details={"identifiers": {k: pseudonym(ctx, v) for k, v in checked.items()},
+                          "erased": erased, "reviewItems": reviews, "closedSessions": closed})
     return erased
 
 

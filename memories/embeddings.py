@@ -6,6 +6,10 @@ Vectors are L2-normalised, so cosine similarity is a dot product.
 Cache: an in-process LRU in front of Redis, keyed by model, tenant and the SHA-256 of the
 exact text. Keys include the tenant on purpose: a shared cache would let one tenant learn,
 from ``embeddingGenerated`` or from latency, that another tenant stored the same text.
+
+Erasure reaches both (:func:`cache_evict`): the erased texts' Redis entries and every query
+entry of the tenant are deleted, and in-process entries are keyed by the tenant's
+``config_version``, which an erasure replaces, so every process stops using its copies.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from memory_project.errors import EmbeddingFailed, MemoryServiceError
 from memory_project.metrics import EMBEDDING_CACHE
 from memory_project.resilience import EMBEDDING, REDIS, call_guarded, mark_degraded
 from memory_project.tracing import span
+from tenants.config_cache import current_version
 
 logger = logging.getLogger(__name__)
 
@@ -177,13 +182,18 @@ def embed_texts(
         return result
 
 
+def _local_key(tenant_id: uuid.UUID, key: str) -> str:
+    return f"{current_version(tenant_id)}:{key}"
+
+
 def _embed_texts(tenant_id: uuid.UUID, texts: Sequence[str],
                  kind: str) -> list[tuple[np.ndarray, bool]]:
     keys = [_cache_key(tenant_id, content_hash(t), kind) for t in texts]
+    local_prefix = _local_key(tenant_id, "")
     found: dict[str, np.ndarray] = {}
     with _local_lock:
         for key in keys:
-            vector = _local.get(key)
+            vector = _local.get(local_prefix + key)
             if vector is not None:
                 found[key] = vector
     missing = [k for k in dict.fromkeys(keys) if k not in found]
@@ -207,7 +217,7 @@ def _embed_texts(tenant_id: uuid.UUID, texts: Sequence[str],
         _redis_set_many({k: v.astype(np.float32).tobytes() for k, v in fresh.items()})
     with _local_lock:
         for key in dict.fromkeys(keys):
-            _local[key] = found[key]
+            _local[local_prefix + key] = found[key]
     seen: set[str] = set()
     result: list[tuple[np.ndarray, bool]] = []
     for key in keys:
@@ -222,6 +232,39 @@ def _count_lookups(level: str, *, hits: int, misses: int) -> None:
         EMBEDDING_CACHE.labels(level=level, result="hit").inc(hits)
     if misses:
         EMBEDDING_CACHE.labels(level=level, result="miss").inc(misses)
+
+
+def cache_evict(tenant_id: uuid.UUID, texts: Sequence[str]) -> int:
+    """Forget erased texts: their Redis entries (as content and as a query), every query
+    entry of the tenant (a query may have named the data subject), and this process's
+    entries of the tenant. Other processes drop theirs when the caller's transaction, which
+    must replace the tenant's ``config_version``, commits. Redis unavailable: logged and
+    flagged degraded; the entries then expire after ``EMBEDDING_CACHE_TTL_SECONDS``.
+
+    Returns:
+        The number of Redis entries deleted.
+    """
+    prefix = f":{tenant_id}:"
+    with _local_lock:
+        for key in [k for k in _local if prefix in k]:
+            del _local[key]
+    names = {_cache_key(tenant_id, content_hash(t), kind)
+             for t in texts for kind in ("content", "query")}
+    names |= {_cache_key(tenant_id, content_hash(normalize_query(t)), "query") for t in texts}
+    try:
+        return int(call_guarded(REDIS, _redis_delete, sorted(names), tenant_id))
+    except Exception as exc:
+        logger.warning("embedding cache unavailable (evict): %s", exc)
+        mark_degraded("cache")
+        return 0
+
+
+def _redis_delete(names: list[str], tenant_id: uuid.UUID) -> int:
+    client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+    doomed = [cache.make_key(name) for name in names]
+    doomed += list(client.scan_iter(match=cache.make_key(f"emb:query:*:{tenant_id}:*"),
+                                    count=1000))
+    return int(client.delete(*doomed)) if doomed else 0
 
 
 def normalize_query(text: str) -> str:

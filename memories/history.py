@@ -79,6 +79,15 @@ def history_erase(ctx: TenantContext, memory_ids: list[uuid.UUID], *, reason: st
     return blanked
 
 
+def history_texts(memory_ids: list[uuid.UUID]) -> set[str]:
+    """Every content the history of ``memory_ids`` holds (before an erasure blanks it)."""
+    texts: set[str] = set()
+    for old, new in MemoryHistory.objects.filter(memory_id__in=memory_ids).values_list(
+            "old_content", "new_content"):
+        texts.update(t for t in (old, new) if t)
+    return texts
+
+
 def history_list(memory_id: uuid.UUID) -> list[MemoryHistory]:
     """The active tenant's history rows of ``memory_id``, oldest first."""
     return list(MemoryHistory.objects.filter(memory_id=memory_id).order_by("created_at", "id"))

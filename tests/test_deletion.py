@@ -244,7 +244,11 @@ def test_it_erases_every_memory_of_a_user_in_any_layer_and_state(tenant_a, tenan
     assert memory_row(tenant_a, kept.pk)["state"] == "active"
     assert memory_row(tenant_b, theirs.pk)["state"] == "active"
     (entry,) = audit(tenant_a, "memory_erase_request")
-    assert entry.details == {"identifiers": {"userId": "u1"}, "erased": 4}
+    from governance.services import pseudonym
+
+    assert entry.details == {"identifiers": {"userId": pseudonym(tenant_a.ctx, "u1")},
+                             "erased": 4, "reviewItems": 0, "closedSessions": 0}
+    assert "u1" not in str(entry.details)
     assert body(tenant_a.client.delete(f"{M}?userId=u1")) == {"erased": 0}
 
 

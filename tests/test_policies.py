@@ -163,7 +163,7 @@ def test_a_denied_term_refuses_the_write_with_audit_and_review(tenant_a) -> None
     assert len(items) == 1
     assert items[0]["status"] == "pending"
     assert "house rules" in items[0]["reason"]
-    assert items[0]["preview"] == "We discussed PROJECT FALCON, mail [REDACTED_EMAIL]"
+    assert items[0]["preview"] == "We discussed [DENIED], mail [REDACTED_EMAIL]"
 
 
 def test_a_denied_term_matches_whole_words_only(tenant_a) -> None:
@@ -338,6 +338,6 @@ def test_approving_a_policy_hit_stores_the_write_redacted(tenant_a) -> None:
     response = tenant_a.client.post(f"/api/v1/reviews/{item['id']}/approve", {}, format="json")
     assert response.status_code == 200, response.content
     stored = body(tenant_a.client.get(f"{M}/{body(response)['result_memory_id']}"))["memory"]
-    assert stored["content"] == "Falcon contact [REDACTED_EMAIL]"
+    assert stored["content"] == "[DENIED] contact [REDACTED_EMAIL]" == item["preview"]
     assert (stored["layer"], stored["metadata"]) == ("user", {"k": 1})
     assert stored["identifiers"]["userId"] == "u1"

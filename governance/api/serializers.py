@@ -22,7 +22,13 @@ class PolicySerializer(serializers.ModelSerializer):
 
 
 class ReviewItemSerializer(serializers.ModelSerializer):
-    """A review item with its redaction preview and decision."""
+    """A review item with its redaction preview and decision. ``details`` never carries the
+    refused content (items written before it stopped being kept are shown without it)."""
+
+    details = serializers.SerializerMethodField()
+
+    def get_details(self, item: ReviewItem) -> dict[str, object]:
+        return {k: v for k, v in (item.details or {}).items() if k != "content"}
 
     class Meta:
         model = ReviewItem
