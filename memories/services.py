@@ -254,6 +254,14 @@ def parse_memory_id(memory_id: Any) -> uuid.UUID | None:
         return None
 
 
+def _merged(metadata: dict[str, Any], patch: dict[str, Any], operation: str) -> dict[str, Any]:
+    """``metadata`` with ``patch`` merged in (JSON Merge Patch at the top level: ``null``
+    removes a key), validated as stored metadata."""
+    merged = {**metadata, **patch}
+    return validate_metadata({k: v for k, v in merged.items() if v is not None},
+                             operation=operation)
+
+
 def memory_update(
     ctx: TenantContext,
     *,
@@ -269,7 +277,8 @@ def memory_update(
     shallow-merged (a key set to ``null`` is removed, as in JSON Merge Patch, RFC 7386, at the
     top level) and does not re-embed. Both bump ``updatedAt`` and ``version``. ``fields`` may
     set ``importance``, ``confidence``, ``decay_rate``, ``kind``, ``scope``, ``sensitive``,
-    ``private``, ``context``. The model runs before the row is locked.
+    ``private``, ``context``. The model runs before the row is locked; the metadata patch is
+    merged into the row as locked, so concurrent updates without a version lose nothing.
 
     An update counts as an access (seed 001 "Importance Scoring"): ``access_count`` and
     ``last_accessed_at`` move and ``importance`` is recomputed (:func:`importance_expression`)
@@ -295,12 +304,10 @@ def memory_update(
     if content is not None and content != current.content:
         new_content = validate_content(content, operation=operation)
     new_metadata = None
+    patch: dict[str, Any] | None = None
     if metadata is not None:
         patch = validate_metadata(metadata, operation=operation)
-        merged = {**current.metadata, **patch}
-        new_metadata = validate_metadata(
-            {k: v for k, v in merged.items() if v is not None}, operation=operation
-        )
+        new_metadata = _merged(current.metadata, patch, operation)
     if fields and "context" in fields:
         fields = {**fields, "context": validate_context(fields["context"], operation=operation)}
     if new_content is not None or new_metadata is not None:
@@ -323,6 +330,13 @@ def memory_update(
             raise VersionConflict(operation=operation,
                                   details={"expected": expected_version, "current": memory.version})
         old_content, old_metadata = memory.content, memory.metadata
+        if patch is not None and memory.metadata != current.metadata:
+            # Changed since it was read: merge into the locked row, not the earlier copy (no
+            # lost update), and check the policies again on what will be stored.
+            new_metadata = _merged(memory.metadata, patch, operation)
+            enforce_write(ctx, content=new_content if new_content is not None else
+                          memory.content, metadata=new_metadata, layer=memory.layer,
+                          operation=operation, identifiers=memory.identifiers)
         if new_content is not None:
             memory.content = new_content
             memory.embedding = vector
