@@ -19,10 +19,18 @@ from django.conf import settings
 from governance.models import PiiHandling, Policy
 from governance.pii import Finding, detect, redact
 from memory_project.errors import InvalidInput
+from memory_project.validation import unstorable_text
 
 MAX_PATTERNS = 50
 MAX_PATTERN_LENGTH = 500
 MAX_TERMS = 500
+#: Lengths the policy table can hold: ``name`` is a 200-character column, the others JSON.
+MAX_NAME_LENGTH = 200
+MAX_DESCRIPTION_LENGTH = 2000
+MAX_ENTRY_LENGTH = 1000
+#: The largest ``max_content_length`` (a PostgreSQL ``integer``); any value above a memory's
+#: own limit (``MEMORY_MAX_CONTENT_LENGTH``) simply never triggers.
+MAX_CONTENT_LENGTH_LIMIT = 2_147_483_647
 #: Inputs that make backtracking regular expressions explode.
 _PROBES = ("a" * 3000 + "!", "x" * 3000, " " * 3000 + "!", "ab" * 1500 + "c", "0" * 3000 + "x")
 
@@ -200,11 +208,16 @@ def clean_policy_data(data: Any, *, partial: bool = False) -> dict[str, Any]:
                            details={"allowed": sorted(fields)})
     if not partial and not data.get("name"):
         raise InvalidInput("A policy needs a name.")
+    problem = unstorable_text(data)
+    if problem:
+        raise InvalidInput(f"Invalid policy: {problem}")
     cleaned: dict[str, Any] = {}
     for key, value in data.items():
         if key in ("name", "description"):
-            if not isinstance(value, str) or "\x00" in value or len(value) > 2000:
-                raise InvalidInput(f"{key} must be a string.")
+            limit = MAX_NAME_LENGTH if key == "name" else MAX_DESCRIPTION_LENGTH
+            if not isinstance(value, str) or len(value) > limit:
+                raise InvalidInput(f"{key} must be a string of at most {limit} characters.",
+                                   details={"field": key, "max_length": limit})
             cleaned[key] = value.strip() if key == "name" else value
             if key == "name" and not cleaned[key]:
                 raise InvalidInput("A policy needs a name.")
@@ -214,8 +227,10 @@ def clean_policy_data(data: Any, *, partial: bool = False) -> dict[str, Any]:
             cleaned[key] = value
         elif key in ("denied_terms", "required_metadata", "api_key_prefixes",
                      "writable_layers", "denied_patterns"):
-            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-                raise InvalidInput(f"{key} must be a list of non-empty strings.")
+            if not isinstance(value, list) or not all(
+                    isinstance(v, str) and v and len(v) <= MAX_ENTRY_LENGTH for v in value):
+                raise InvalidInput(f"{key} must be a list of non-empty strings of at most "
+                                   f"{MAX_ENTRY_LENGTH} characters.", details={"field": key})
             if len(value) > (MAX_PATTERNS if key == "denied_patterns" else MAX_TERMS):
                 raise InvalidInput(f"{key} has too many entries.")
             if key == "denied_patterns":
@@ -232,7 +247,9 @@ def clean_policy_data(data: Any, *, partial: bool = False) -> dict[str, Any]:
             cleaned[key] = value
         elif key == "max_content_length":
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
-                raise InvalidInput("max_content_length must be a positive integer or null.")
+                                      or not 1 <= value <= MAX_CONTENT_LENGTH_LIMIT):
+                raise InvalidInput("max_content_length must be an integer within "
+                                   f"1..{MAX_CONTENT_LENGTH_LIMIT}, or null.",
+                                   details={"field": key, "max": MAX_CONTENT_LENGTH_LIMIT})
             cleaned[key] = value
     return cleaned

@@ -17,12 +17,15 @@ from tenants.context import TenantContext, tenant_scope
 
 # -----------------------------------------------
 
+# Both exponents are clamped (exp(-700) and 0.5^1000 are 0 to float8 precision anyway):
+# PostgreSQL raises on underflow instead of returning 0, and a tiny saturation or half-life
+# would then fail every access of the tenant.
 _IMPORTANCE_SQL = (
     "LEAST(1.0, GREATEST(0.0,"
     " %s * COALESCE(base_importance, importance)"
-    " + %s * (1.0 - exp(-(access_count + 1)::float8 / %s))"
-    " + %s * power(0.5::float8, GREATEST(0.0, extract(epoch FROM"
-    " (%s::timestamptz - COALESCE(last_accessed_at, created_at)))::float8) / 86400.0 / %s)"
+    " + %s * (1.0 - exp(GREATEST(-700.0, -(access_count + 1)::float8 / %s)))"
+    " + %s * power(0.5::float8, LEAST(1000.0, GREATEST(0.0, extract(epoch FROM"
+    " (%s::timestamptz - COALESCE(last_accessed_at, created_at)))::float8) / 86400.0 / %s))"
     "))"
 )
 

@@ -215,6 +215,8 @@ def _from_dict(data: dict[str, Any]) -> dict[str, Any]:
 
 
 _PERIOD = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+#: The longest retention period: 100 years.
+MAX_PERIOD = timedelta(days=36_500)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -224,10 +226,15 @@ def parse_period(value: str) -> timedelta:
     Raises:
         InvalidInput: any other form.
     """
-    match = _PERIOD.match(str(value))
+    match = _PERIOD.match(str(value)) if len(str(value)) <= 32 else None
     if not match:
-        raise InvalidInput(f"Invalid retention period {value!r}; use e.g. '7d', '12h', '30m'.")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        raise InvalidInput(f"Invalid retention period {str(value)[:32]!r}; use e.g. '7d', "
+                           "'12h', '30m'.")
+    period = timedelta(**{_UNITS[match.group(2)]: min(int(match.group(1)), 10**8)})
+    if period > MAX_PERIOD:
+        raise InvalidInput(f"Invalid retention period {value!r}: at most {MAX_PERIOD.days} days.",
+                           details={"maxDays": MAX_PERIOD.days})
+    return period
 
 
 def sessions_cleanup(ctx: TenantContext) -> dict[str, int]:

@@ -108,7 +108,7 @@ def lifecycle_section(ctx: TenantContext, section: str) -> dict[str, Any]:
 def deleted_retention_days(ctx: TenantContext) -> float:
     """``lifecycle.deletedRetentionDays`` (default 30): days a soft-deleted memory is kept."""
     value = _raw(ctx).get("deletedRetentionDays", DEFAULTS["deletedRetentionDays"])
-    if _number(0, 1e6)(value):
+    if _number(0, 36_500, low_open=True)(value):
         return float(value)
     logger.warning("tenant %s: ignoring lifecycle.deletedRetentionDays = %r", ctx.tenant_slug,
                    value)

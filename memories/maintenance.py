@@ -11,6 +11,7 @@ counts. Settings: ``tenant.settings["lifecycle"]``, see :mod:`memories.lifecycle
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -43,10 +44,12 @@ def _audit(ctx: TenantContext, action: str, ids: list[Any], **details: Any) -> N
 
 # --- decay (seed 001 DecayConfig) -------------------------------------------------------------
 
+# (1 − rate) ^ days as exp(ln(1 − rate) × days), the exponent clamped at −700: PostgreSQL
+# raises on underflow instead of returning 0 (a rate near 1 over years would fail the job).
 _RELEVANCE_SQL = (
-    "COALESCE(base_importance, importance) * power(1.0 - %s::float8, GREATEST(0.0,"
+    "COALESCE(base_importance, importance) * exp(GREATEST(-700.0, %s::float8 * GREATEST(0.0,"
     " extract(epoch FROM (%s::timestamptz - COALESCE(restored_at, created_at)))::float8"
-    " / 86400.0))"
+    " / 86400.0)))"
 )
 
 
@@ -69,7 +72,9 @@ def decay_run(ctx: TenantContext) -> dict[str, int]:
         return {"archived": 0}
     with tenant_scope(ctx):
         now = timezone.now()
-        relevance = RawSQL(_RELEVANCE_SQL, [float(cfg["ratePerDay"]), now],
+        rate = float(cfg["ratePerDay"])
+        log_keep = math.log1p(-rate) if rate < 1 else -1e6  # ln(1 − rate); rate 1: all gone
+        relevance = RawSQL(_RELEVANCE_SQL, [log_keep, now],
                            output_field=FloatField())
         decayed = list(
             Memory.objects.select_for_update(of=("self",))

@@ -20,6 +20,7 @@ from typing import Any
 
 from memories.recall import validate_weights
 from memory_project.errors import InvalidInput
+from memory_project.validation import unstorable_text
 from tenants.context import TenantContext
 from tenants.selectors import tenant_settings_of
 from tenants.services import tenant_settings_update
@@ -32,6 +33,16 @@ ALLOWED = {
 }
 SESSION_CLEANUP_KEYS = {"autoDelete", "retentionPeriod", "promoteImportant",
                         "promotionThreshold"}
+#: Scopes with their own recall weights a tenant may keep (each search copies them).
+MAX_WEIGHT_SCOPES = 100
+#: The longest half-life or retention a setting may name: 100 years, in days.
+MAX_DAYS = 36_500
+
+
+def _days(value: Any) -> bool:
+    """A number of days within (0, :data:`MAX_DAYS`]."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value) and 0 < value <= MAX_DAYS)
 
 
 def validate_settings_patch(patch: Any) -> dict[str, Any]:
@@ -43,6 +54,9 @@ def validate_settings_patch(patch: Any) -> dict[str, Any]:
     """
     if not isinstance(patch, dict):
         raise InvalidInput("settings must be an object.")
+    problem = unstorable_text(patch)
+    if problem:
+        raise InvalidInput(f"Invalid settings: {problem}")
     for section, values in patch.items():
         if section not in ALLOWED or not isinstance(values, dict):
             raise InvalidInput(f"Unknown settings section {section!r}.",
@@ -61,17 +75,19 @@ def validate_settings_patch(patch: Any) -> dict[str, Any]:
     if weights is not None:
         if not isinstance(weights, dict) or not weights:
             raise InvalidInput("recall.scoreWeights must map scopes to weights.")
+        if len(weights) > MAX_WEIGHT_SCOPES:
+            raise InvalidInput(f"recall.scoreWeights may name at most {MAX_WEIGHT_SCOPES} "
+                               "scopes.", details={"max": MAX_WEIGHT_SCOPES})
         for scope, value in weights.items():
-            if not isinstance(scope, str) or not scope or len(scope) > 100:
-                raise InvalidInput("recall.scoreWeights keys must be scope names.")
+            if not isinstance(scope, str) or not scope.strip() or len(scope) > 100:
+                raise InvalidInput("recall.scoreWeights keys must be scope names of at most "
+                                   "100 characters.")
             weights[scope] = validate_weights(value)
     validate_lifecycle(patch.get("lifecycle", {}))
     half_life = recall.get("recencyHalfLifeDays")
-    if half_life is not None and (
-        isinstance(half_life, bool) or not isinstance(half_life, (int, float))
-        or not math.isfinite(half_life) or half_life <= 0
-    ):
-        raise InvalidInput("recall.recencyHalfLifeDays must be a number > 0.")
+    if half_life is not None and not _days(half_life):
+        raise InvalidInput(f"recall.recencyHalfLifeDays must be a number within (0, {MAX_DAYS}].",
+                           details={"max": MAX_DAYS})
     return patch
 
 
@@ -86,7 +102,11 @@ def settings_update(ctx: TenantContext, *, patch: Any) -> dict[str, Any]:
     weights = patch.get("recall", {}).get("scoreWeights")
     if weights is not None:
         current = (settings_get(ctx).get("recall") or {}).get("scoreWeights") or {}
-        patch["recall"]["scoreWeights"] = {**current, **weights}
+        merged = {**current, **weights}
+        if len(merged) > MAX_WEIGHT_SCOPES:
+            raise InvalidInput(f"recall.scoreWeights may name at most {MAX_WEIGHT_SCOPES} "
+                               "scopes.", details={"max": MAX_WEIGHT_SCOPES})
+        patch["recall"]["scoreWeights"] = merged
     return tenant_settings_update(ctx, patch=patch)
 
 
@@ -136,9 +156,9 @@ def validate_lifecycle(lifecycle: dict[str, Any]) -> None:
                 raise InvalidInput(f"Invalid lifecycle.{section}.{key}: {value!r}.",
                                    details={"allowed": sorted(checks)})
     days = lifecycle.get("deletedRetentionDays")
-    if days is not None and (isinstance(days, bool) or not isinstance(days, (int, float))
-                             or not math.isfinite(days) or days <= 0):
-        raise InvalidInput("lifecycle.deletedRetentionDays must be a number > 0.")
+    if days is not None and not _days(days):
+        raise InvalidInput("lifecycle.deletedRetentionDays must be a number within "
+                           f"(0, {MAX_DAYS}].", details={"max": MAX_DAYS})
     cleanup = lifecycle.get("sessionCleanup")
     if cleanup is not None:
         if not isinstance(cleanup, dict) or set(cleanup) - SESSION_CLEANUP_KEYS:
@@ -155,6 +175,7 @@ def validate_lifecycle(lifecycle: dict[str, Any]) -> None:
                                       or not 0 <= threshold <= 1):
             raise InvalidInput("lifecycle.sessionCleanup.promotionThreshold must be in [0, 1].")
     target = lifecycle.get("promotionTargetLayer")
-    if target is not None and (target in VOLATILE_LAYERS or target not in {
+    if target is not None and (not isinstance(target, str) or target in VOLATILE_LAYERS
+                               or target not in {
             "user", "project", "team", "org", "company"}):
         raise InvalidInput("lifecycle.promotionTargetLayer must be a persistent layer.")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import exceptions as drf_exceptions
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
@@ -52,6 +54,23 @@ class NewestFirst(CursorPagination):
             raise InvalidInput(f"limit must be an integer within 1..{self.max_page_size}.",
                                details={"parameter": "limit"})
         return size
+
+    def decode_cursor(self, request: Request) -> Any:
+        """DRF's cursor, with its position checked: it is compared with ``created_at``, so a
+        crafted cursor whose position is not a timestamp would reach the database.
+
+        Raises:
+            InvalidInput: the cursor is not one this API handed out.
+        """
+        try:
+            cursor = super().decode_cursor(request)
+        except drf_exceptions.NotFound:
+            cursor = False
+        if cursor is False or (cursor is not None and cursor.position is not None
+                               and parse_datetime(str(cursor.position)) is None):
+            raise InvalidInput("Invalid cursor: pass back a next or previous link's cursor.",
+                               details={"parameter": self.cursor_query_param})
+        return cursor
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         parameters = super().get_schema_operation_parameters(view)
