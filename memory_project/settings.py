@@ -38,6 +38,44 @@ SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# --- browser security (README "Security") --------------------------------------------------
+# Console and admin sign-ins last 8 hours (Django's default is 2 weeks).
+SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE_SECONDS", 8 * 3600)
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+# Behind a TLS-terminating proxy, name the header it sets (e.g. "X-Forwarded-Proto") so that
+# requests count as HTTPS: cookies are then Secure (memory_project.security) and HSTS is sent.
+if env_str("SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + env_str("SECURE_PROXY_SSL_HEADER").upper().replace("-", "_"), "https")
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000)  # sent over HTTPS only
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],  # the Django admin sets style attributes
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+# Sign-in brute force (django-axes): 5 failures per user name and address lock it for 15
+# minutes; the console and the admin share the limit.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = env_float("LOGIN_COOLOFF_HOURS", 0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
+AUTHENTICATION_BACKENDS = [
+    "memory_project.security.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
 # --- database ---------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
 DATABASE_OWNER_URL = env_str("DATABASE_OWNER_URL")
@@ -115,6 +153,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from here: offline, and no CDN in the CSP
+    "axes",
     "django_celery_beat",
     "django_prometheus",
     "memory_project.apps.MemoryProjectConfig",
@@ -132,6 +172,7 @@ MIDDLEWARE = [
     "memory_project.after_response.AfterResponseMiddleware",  # bookkeeping after the answer
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "memory_project.security.HttpsCookiesMiddleware",  # outside the cookie-setting ones
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memory_project.middleware.BodySizeLimitMiddleware",
     "memory_project.resilience.DegradedHeaderMiddleware",
@@ -142,6 +183,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "memory_project.security.NoStoreMiddleware",
+    "axes.middleware.AxesMiddleware",
     "tenants.middleware.RequestTransactionMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
@@ -195,6 +239,9 @@ REST_FRAMEWORK = {
 }
 
 SPECTACULAR_SETTINGS = {
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "TITLE": "Memory service API",
     "DESCRIPTION": (
         "Long-term memory for AI agents across seven layers of scope "

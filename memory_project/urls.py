@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from memories.api.session_views import SessionCloseView
 from memory_project import health, metrics
@@ -19,7 +19,8 @@ urlpatterns = [
          name="session-close"),
     path("metrics", metrics.metrics_view, name="prometheus-django-metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"),
+         name="swagger-ui"),
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
 ]
