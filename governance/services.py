@@ -15,7 +15,14 @@ from django.db.models import Model
 from django.utils import timezone
 
 from governance.metrics import POLICY_VIOLATIONS, PROMOTION_BLOCKS
-from governance.models import AuditEntry, Policy, ReviewItem, ReviewKind, ReviewStatus
+from governance.models import (
+    AuditEntry,
+    Policy,
+    ReviewItem,
+    ReviewKind,
+    ReviewStatus,
+    SecurityProbe,
+)
 from governance.pii_guard import detector_for, redact_for
 from governance.policies import Decision, clean_policy_data, evaluate, mask_denied
 from memory_project.errors import InvalidInput, NotFound, PolicyViolation, ReviewAlreadyDecided
@@ -44,24 +51,47 @@ def audit_record(ctx: TenantContext, *, action: str, target_type: str = "",
     )
 
 
-def audit_cross_tenant_probe(ctx: TenantContext, *, model: type[Model], object_id: Any) -> bool:
-    """After a lookup found nothing: if ``object_id`` exists in another tenant, record the
-    attempt in the caller's audit log. The caller still answers exactly as for a missing
-    object; nothing about the other tenant is recorded but the id asked for.
-
-    Returns:
-        Whether the id belonged to another tenant.
-    """
+def audit_cross_tenant_probe(ctx: TenantContext, *, model: type[Model], object_id: Any) -> None:
+    """After a lookup found nothing: record the miss in the platform's security log
+    (:class:`governance.models.SecurityProbe`), the same way whether or not the id exists in
+    another tenant. The caller answers exactly as for a missing object, in the same time; the
+    prober cannot read the log (its role may only insert). Ids that are not UUIDs name nothing
+    and are not recorded."""
     try:
         pk = object_id if isinstance(object_id, uuid.UUID) else uuid.UUID(str(object_id))
     except ValueError:
-        return False
-    with dangerously_cross_tenant("audit: cross-tenant probe"):
-        foreign = model._base_manager.filter(pk=pk).exclude(tenant_id=ctx.tenant_id).exists()
-    if foreign:
-        audit_record(ctx, action="cross_tenant_access_attempt",
-                     target_type=model._meta.label_lower, target_id=pk)
-    return foreign
+        return
+    SecurityProbe.objects.create(prober_tenant_id=ctx.tenant_id, actor=ctx.principal,
+                                 target_type=model._meta.label_lower, target_id=pk)
+
+
+def security_probes_classify(*, limit: int = 1000) -> dict[str, int]:
+    """Mark unclassified security-log entries: did the id belong to another tenant? Runs as
+    platform staff (beat, every 5 minutes); a cross-tenant probe is logged as a warning.
+
+    Returns:
+        ``{"classified": n, "crossTenant": m}``.
+    """
+    from django.apps import apps
+
+    found = {"classified": 0, "crossTenant": 0}
+    with dangerously_cross_tenant("security log: classify probes"):
+        for probe in SecurityProbe.objects.filter(cross_tenant__isnull=True).order_by(
+                "created_at")[:limit]:
+            try:
+                model = apps.get_model(probe.target_type)
+            except (LookupError, ValueError):
+                model = None
+            probe.cross_tenant = bool(model is not None and model._base_manager.filter(
+                pk=probe.target_id).exclude(tenant_id=probe.prober_tenant_id).exists())
+            probe.save(update_fields=["cross_tenant"])
+            found["classified"] += 1
+            if probe.cross_tenant:
+                found["crossTenant"] += 1
+                logger.warning("cross-tenant probe: tenant %s (%s) asked for %s %s",
+                               probe.prober_tenant_id, probe.actor, probe.target_type,
+                               probe.target_id)
+    return found
 
 
 def policies_in_force(ctx: TenantContext) -> list[Policy]:

@@ -4,8 +4,9 @@ A hybrid search of three layers is six independent queries (a semantic and a key
 per layer). Each runs in PostgreSQL, so while one waits on the database another can run:
 :func:`run_concurrently` gives them a shared, process-wide pool of ``MEMORY_SEARCH_THREADS``
 threads. A pool thread has its own database connection and so its own transaction: the job
-runs in a fresh ``transaction.atomic()`` with the caller's tenant (and, for platform staff,
-the cross-tenant flag) set again, because those settings are transaction-local. The caller's
+runs in a fresh ``transaction.atomic()`` with the caller's tenant set again, because that
+setting is transaction-local (a cross-tenant caller's jobs go to the platform connection by
+the copied context, ``tenants.routers``). The caller's
 context variables (tenant, request id, trace context) are copied into the job; a job that
 uses the cache takes ``memory_project.thread_cache.thread_cache()`` (a copied context gets no
 Django cache client of its own).
@@ -31,13 +32,7 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import connection, transaction
 
-from tenants.context import (
-    CROSS_TENANT_GUC,
-    TENANT_GUC,
-    cross_tenant_reason,
-    require_context,
-    set_guc,
-)
+from tenants.context import TENANT_GUC, require_context, set_guc
 
 T = TypeVar("T")
 
@@ -65,8 +60,6 @@ def _in_own_transaction(job: Callable[[], T]) -> T:
     ctx = require_context()
     with transaction.atomic():
         set_guc(TENANT_GUC, str(ctx.tenant_id))
-        if cross_tenant_reason():
-            set_guc(CROSS_TENANT_GUC, "on")
         return job()
 
 

@@ -9,6 +9,11 @@ Roles created in the embedded PostgreSQL (trust authentication on the Unix socke
 - ``memory_owner``: owns the database and every table, runs migrations; NOSUPERUSER.
 - ``memory_app``: the role the application connects as; NOSUPERUSER, NOBYPASSRLS, owns
   nothing, so row-level security always applies to it.
+- ``memory_platform``: platform staff's cross-tenant access (the Django admin, the security
+  log's classification job); NOSUPERUSER, NOBYPASSRLS. The row-level security policies let
+  its members read every tenant's rows; ``memory_app`` is not one, so nothing the web
+  process's own connection can run switches tenant isolation off. ``memory_owner`` is a
+  member (data migrations).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from urllib.parse import quote
 DATABASE_NAME = "memory"
 OWNER_ROLE = "memory_owner"
 APP_ROLE = "memory_app"
+PLATFORM_ROLE = "memory_platform"
 
 #: Row-level security lets the planner use an index for a condition only when the condition's
 #: function is LEAKPROOF (it cannot reveal other rows through errors). ``tsvector @@ tsquery``
@@ -41,14 +47,14 @@ def _socket_url(role: str, socket_dir: Path, database: str) -> str:
     return f"postgres://{role}@{quote(str(socket_dir), safe='')}/{database}"
 
 
-def start_postgres(data_dir: Path) -> tuple[str, str]:
+def start_postgres(data_dir: Path) -> tuple[str, str, str]:
     """Start (or attach to) the embedded PostgreSQL under ``data_dir``.
 
     Creates the owner and app roles, the ``memory`` database and the ``vector`` extension
     (in ``template1`` too, so test databases have it) when they are missing.
 
     Returns:
-        ``(app_url, owner_url)``: connection URLs for the two roles.
+        ``(app_url, owner_url, platform_url)``: connection URLs for the three roles.
     """
     with warnings.catch_warnings():
         # platformdirs warns that XDG_RUNTIME_DIR is unset on headless machines.
@@ -69,6 +75,7 @@ def start_postgres(data_dir: Path) -> tuple[str, str]:
     return (
         _socket_url(APP_ROLE, data_dir, DATABASE_NAME),
         _socket_url(OWNER_ROLE, data_dir, DATABASE_NAME),
+        _socket_url(PLATFORM_ROLE, data_dir, DATABASE_NAME),
     )
 
 
@@ -108,6 +115,9 @@ def _bootstrap(conn: Any, admin_url: str, data_dir: Path) -> None:
         conn.execute(f"CREATE ROLE {OWNER_ROLE} LOGIN NOSUPERUSER CREATEDB NOBYPASSRLS")
     if APP_ROLE not in roles:
         conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOBYPASSRLS")
+    if PLATFORM_ROLE not in roles:
+        conn.execute(f"CREATE ROLE {PLATFORM_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOBYPASSRLS")
+        conn.execute(f"GRANT {PLATFORM_ROLE} TO {OWNER_ROLE}")
     exists = conn.execute(
         "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
     ).fetchone()
@@ -124,7 +134,8 @@ def _bootstrap(conn: Any, admin_url: str, data_dir: Path) -> None:
         with psycopg.connect(_socket_url("postgres", data_dir, database), autocommit=True) as dconn:
             if database == DATABASE_NAME:
                 dconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                dconn.execute(f"GRANT CONNECT ON DATABASE {DATABASE_NAME} TO {APP_ROLE}")
+                dconn.execute(f"GRANT CONNECT ON DATABASE {DATABASE_NAME} TO {APP_ROLE}, "
+                              f"{PLATFORM_ROLE}")
             dconn.execute(LEAKPROOF_FULL_TEXT_MATCH)
 
 

@@ -32,6 +32,10 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # Jobs queued while the broker (Redis) was unreachable are handed over once it is back
     # (jobs.services). Every 30 seconds.
     "send queued jobs": {"task": "jobs.outbox_drain", "every_seconds": 30},
+    # The platform's security log: which lookups of missing ids named another tenant's
+    # object (governance.services.security_probes_classify). Every 5 minutes.
+    "classify security probes": {"task": "governance.security_probes_classify",
+                                 "every_seconds": 300},
 }
 
 

@@ -79,9 +79,13 @@ AUTHENTICATION_BACKENDS = [
 # --- database ---------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
 DATABASE_OWNER_URL = env_str("DATABASE_OWNER_URL")
+# Platform staff's cross-tenant role (README "Tenancy and isolation"); unset: no cross-tenant
+# access at all (the Django admin's cross-tenant lists and the security log's job refuse).
+DATABASE_PLATFORM_URL = env_str("DATABASE_PLATFORM_URL")
 EMBEDDED_DATABASE = not DATABASE_URL
 if EMBEDDED_DATABASE:
-    DATABASE_URL, DATABASE_OWNER_URL = embedded.start_postgres(VAR_DIR / "pg")
+    DATABASE_URL, DATABASE_OWNER_URL, DATABASE_PLATFORM_URL = embedded.start_postgres(
+        VAR_DIR / "pg")
 DATABASE_OWNER_URL = DATABASE_OWNER_URL or DATABASE_URL
 
 CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 300)
@@ -100,7 +104,11 @@ DATABASES = {
     "default": _database(DATABASE_URL),
     # The owner role: runs migrations (`manage.py migrate --database owner`).
     "owner": _database(DATABASE_OWNER_URL),
+    # The platform role: what runs inside tenants.context.dangerously_cross_tenant().
+    **({"platform": {**_database(DATABASE_PLATFORM_URL), "TEST": {"MIRROR": "owner"}}}
+       if DATABASE_PLATFORM_URL else {}),
 }
+DATABASE_ROUTERS = ["tenants.routers.PlatformRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis --------------------------------------------------------------------------------

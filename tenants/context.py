@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from memory_project.errors import MissingTenantContext
+from memory_project.errors import ConfigurationError, MissingTenantContext
 
 TENANT_GUC = "app.tenant_id"
-CROSS_TENANT_GUC = "app.cross_tenant"
 API_KEY_PREFIX_GUC = "app.api_key_prefix"
 
 
@@ -118,8 +117,7 @@ def deactivate() -> None:
     if (conn.connection is not None and len(conn.atomic_blocks) > 1
             and not conn.needs_rollback):
         with conn.cursor() as cursor:
-            cursor.execute("SELECT set_config(%s, '', true), set_config(%s, '', true)",
-                           [TENANT_GUC, CROSS_TENANT_GUC])
+            cursor.execute("SELECT set_config(%s, '', true)", [TENANT_GUC])
 
 
 @contextmanager
@@ -146,19 +144,28 @@ def tenant_scope(ctx: TenantContext) -> Iterator[TenantContext]:
 def dangerously_cross_tenant(reason: str) -> Iterator[None]:
     """Open every tenant's rows to the block: platform staff only, and always with a reason.
 
+    The block's ORM queries run on the ``platform`` connection (``tenants.routers``), logged
+    in as the ``memory_platform`` role, in a transaction of their own. The application's own
+    connection cannot do this: its role is not a member, and no setting it can change opens
+    the row-level security policies.
+
     The caller is responsible for having checked that the principal is platform staff and
     for writing the access to the audit log.
+
+    Raises:
+        ValueError: no reason given.
+        ConfigurationError: no platform connection is configured (``DATABASE_PLATFORM_URL``).
     """
+    from django.conf import settings
+
     if not reason:
         raise ValueError("cross-tenant access needs a reason")
+    if "platform" not in settings.DATABASES:
+        raise ConfigurationError("Cross-tenant access needs DATABASE_PLATFORM_URL (a login of "
+                                 "the memory_platform role).")
     token = _cross_tenant.set(reason)
     try:
-        with transaction.atomic():
-            set_guc(CROSS_TENANT_GUC, "on")
-            try:
-                yield
-            finally:
-                if connection.needs_rollback is False:
-                    set_guc(CROSS_TENANT_GUC, "")
+        with transaction.atomic(using="platform"):
+            yield
     finally:
         _cross_tenant.reset(token)

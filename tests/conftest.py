@@ -21,15 +21,18 @@ from tenants.models import Tenant
 @pytest.fixture(scope="session")
 def django_db_setup(django_test_environment: Any, django_db_blocker: Any) -> Iterator[None]:
     """Create the test database as the owner role, migrate it as the owner role, and point
-    the app role (``default``) at it: tests then run as the role the service runs as."""
+    the app role (``default``) and the platform role (``platform``) at it: tests then run as
+    the roles the service runs as."""
     with django_db_blocker.unblock():
         owner, default = connections["owner"], connections["default"]
         old_name = owner.settings_dict["NAME"]
         owner.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-        default.close()
-        default.creation.set_as_test_mirror(owner.settings_dict)
+        for alias in ("default", "platform"):
+            connections[alias].close()
+            connections[alias].creation.set_as_test_mirror(owner.settings_dict)
     yield
     with django_db_blocker.unblock():
+        connections["platform"].close()
         default.close()
         owner.creation.destroy_test_db(old_name, verbosity=0)
 

@@ -108,24 +108,19 @@ def attempt(tenant: Any, method: str, memory_id: str) -> Any:
 
 
 @pytest.mark.parametrize("method", ["get", "patch", "delete"])
-def test_a_cross_tenant_attempt_is_audited_for_the_caller_only(tenant_a, tenant_b,
-                                                               method) -> None:
+def test_a_cross_tenant_attempt_leaves_no_trace_the_prober_can_read(tenant_a, tenant_b,
+                                                                     method) -> None:
+    """The attempt goes to the platform's security log (tests/test_platform_role.py), which
+    no tenant reads: an entry in the prober's own audit log would tell it that the id
+    exists elsewhere."""
     secret = tenant_a.add("Acme launches project Falcon in May")
     missing = str(uuid7())
-    a_before = entries(tenant_a)
+    a_before, b_before = entries(tenant_a), entries(tenant_b)
     miss = attempt(tenant_b, method, missing)
-    assert actions(tenant_b) == ["api_key_created"]  # a missing id is not an attempt
     hit = attempt(tenant_b, method, str(secret.pk))
     assert hit.status_code == miss.status_code
     assert hit.content.decode().replace(str(secret.pk), missing) == miss.content.decode()
-    [entry] = entries(tenant_b, action="cross_tenant_access_attempt")
-    assert entry["target_id"] == str(secret.pk)
-    assert entry["target_type"] == "memories.memory"
-    assert entry["actor"] == f"api_key:{tenant_b.key[:12]}"
-    dumped = json.dumps(entries(tenant_b))
-    for leak in (str(tenant_a.tenant.pk), tenant_a.tenant.slug, tenant_a.tenant.name,
-                 "Falcon"):
-        assert leak not in dumped
+    assert entries(tenant_b) == b_before
     assert entries(tenant_a) == a_before
     assert body(tenant_a.client.get(f"{M}/{secret.pk}"))["memory"]["content"] == (
         "Acme launches project Falcon in May")
@@ -140,14 +135,13 @@ def test_an_unknown_or_malformed_id_is_not_an_attempt(tenant_a, tenant_b, memory
     assert actions(tenant_a) == ["api_key_created"]
 
 
-def test_a_cross_tenant_policy_lookup_is_audited_too(tenant_a, tenant_b) -> None:
+def test_a_cross_tenant_policy_lookup_answers_like_a_missing_one(tenant_a, tenant_b) -> None:
     policy = body(tenant_a.client.post("/api/v1/policies", {"name": "acme"}, format="json"))
     miss = tenant_b.client.get(f"/api/v1/policies/{uuid7()}")
     hit = tenant_b.client.get(f"/api/v1/policies/{policy['id']}")
     assert_error(hit, 404, "NOT_FOUND")
     assert hit.content == miss.content
-    [entry] = entries(tenant_b, action="cross_tenant_access_attempt")
-    assert (entry["target_type"], entry["target_id"]) == ("governance.policy", policy["id"])
+    assert actions(tenant_b) == ["api_key_created"]
 
 
 # --- append-only ------------------------------------------------------------------------

@@ -34,7 +34,9 @@ def _env() -> dict[str, str]:
     name = connections["default"].settings_dict["NAME"]
     url = urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path=f"/{name}"))
     owner = urlunsplit(urlsplit(settings.DATABASE_OWNER_URL)._replace(path=f"/{name}"))
+    platform = urlunsplit(urlsplit(settings.DATABASE_PLATFORM_URL)._replace(path=f"/{name}"))
     return {**os.environ, "DATABASE_URL": url, "DATABASE_OWNER_URL": owner,
+            "DATABASE_PLATFORM_URL": platform,
             "REDIS_URL": settings.REDIS_URL, "DJANGO_SETTINGS_MODULE": "memory_project.settings"}
 
 
@@ -44,7 +46,7 @@ def committed(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str
     with django_db_blocker.unblock():
         tenant = tenant_services.tenant_create(name=f"Worker {uuid.uuid4().hex[:8]}")
         tenant.settings = {"lifecycle": {"sessionCleanup": {"retentionPeriod": "1s"}}}
-        tenant.save()
+        tenant.save(update_fields=["settings"])
         ctx = tenant_services.system_context(tenant, "test")
         with tenant_scope(ctx):
             memory = memory_add(ctx, item=MemoryInput(
@@ -61,7 +63,6 @@ def _delete_tenant(tenant_id: str) -> None:
     """Remove a committed tenant and every row it owns (as the owner role), in whatever
     order the foreign keys allow."""
     with transaction.atomic(using="owner"), connections["owner"].cursor() as cursor:
-        cursor.execute("SELECT set_config('app.cross_tenant', 'on', true)")
         cursor.execute("SELECT table_name FROM information_schema.columns "
                        "WHERE table_schema = 'public' AND column_name = 'tenant_id'")
         pending = [row[0] for row in cursor.fetchall()]

@@ -135,10 +135,8 @@ def test_it_answers_a_foreign_id_exactly_like_a_missing_one(tenant_a, tenant_b) 
     assert body(missing)["error"]["message"] == body(foreign)["error"]["message"]
     assert b"Globex" not in foreign.content
     assert history(tenant_b, theirs.pk)[0]["newContent"] == "Globex secret plan"
-    with tenant_scope(tenant_a.ctx):
-        probes = AuditEntry.objects.filter(action="cross_tenant_access_attempt",
-                                           target_id=str(theirs.pk))
-        assert probes.count() == 1
+    with tenant_scope(tenant_a.ctx):  # the security log has it (test_platform_role.py)
+        assert not AuditEntry.objects.filter(target_id=str(theirs.pk)).exists()
 
 
 @pytest.mark.parametrize("memory_id", ["not-a-uuid", "%00", "0" * 32, "-1"])
@@ -184,11 +182,3 @@ def test_history_erase_blanks_content_and_keeps_who_and_when(tenant_a) -> None:
     assert after[2].actor == "system:test"
 
 
-def test_it_shows_platform_staff_the_history_read_only(client, django_user_model, tenant_a,
-                                                       tenant_b) -> None:
-    mine, theirs = tenant_a.add("Acme note"), tenant_b.add("Globex note")
-    client.force_login(django_user_model.objects.create_superuser("root", "r@x.io", "pw-9x"))
-    html = client.get("/admin/memories/memoryhistory/").content.decode()
-    assert str(mine.pk) in html and str(theirs.pk) in html
-    assert client.get("/admin/memories/memoryhistory/add/").status_code == 403
-    assert client.get("/admin/memories/memoryfeedback/").status_code == 200

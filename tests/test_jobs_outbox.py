@@ -206,19 +206,3 @@ def test_the_drain_runs_every_thirty_seconds_from_the_beat_schedule() -> None:
     assert entry == {"task": services.DRAIN_TASK, "every_seconds": 30}
     app.loader.import_default_modules()
     assert services.DRAIN_TASK in app.tasks
-
-
-def test_platform_staff_see_queued_jobs_read_only(
-        client: Any, django_user_model: Any, tenant_a: Any, tenant_b: Any, queue: str,
-        broker_down: None, django_capture_on_commit_callbacks: Any) -> None:
-    with django_capture_on_commit_callbacks(execute=True):
-        jobs = [enqueue(tenant, queue) for tenant in (tenant_a, tenant_b)]
-    client.force_login(django_user_model.objects.create_superuser("root", "r@example.com",
-                                                                  "pw-x-123"))
-    listing = client.get("/admin/jobs/queuedjob/")
-    assert listing.status_code == 200
-    html = listing.content.decode()
-    assert all(str(job.pk) in html for job in jobs)
-    assert client.get("/admin/jobs/queuedjob/add/").status_code == 403
-    page = client.get(f"/admin/jobs/queuedjob/{jobs[0].pk}/change/")
-    assert page.status_code == 200 and b'name="_save"' not in page.content

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from typing import Any
@@ -11,10 +10,7 @@ import pytest
 import yaml
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
-from rest_framework.test import APIClient
 
-from tenants.context import dangerously_cross_tenant, tenant_scope
-from tenants.models import ApiKey
 from tests.helpers import assert_error, body
 
 pytestmark = pytest.mark.django_db
@@ -86,7 +82,11 @@ def test_it_serves_swagger_ui(client) -> None:
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
     html = response.content.decode()
-    assert "swagger" in html.lower() and "/api/schema/" in html
+    assert "swagger" in html.lower()
+    # The initializer is a script of its own (no inline script under the CSP).
+    init = re.search(r'<script src="(/api/docs/\?script=[^"]*)"', html)
+    assert init and "/api/schema/" in client.get(init.group(1).replace("&amp;", "&")
+                                                 ).content.decode()
 
 
 @pytest.mark.parametrize("url", ["/api/v1/nope", "/api/v1/memories/", "/api/v2/memories",
@@ -103,67 +103,6 @@ def superuser(client, django_user_model) -> Any:
     user = django_user_model.objects.create_superuser("root", "root@example.com", "pw-x-123")
     client.force_login(user)
     return client
-
-
-def test_it_shows_platform_staff_every_tenants_memories(superuser, tenant_a, tenant_b) -> None:
-    tenant_a.add("Acme admin-visible fact")
-    tenant_b.add("Globex admin-visible fact", "project", identifiers={"projectId": "p1"})
-    response = superuser.get("/admin/memories/memory/")
-    assert response.status_code == 200
-    html = response.content.decode()
-    assert "Acme admin-visible fact" in html and "Globex admin-visible fact" in html
-
-    filtered = superuser.get("/admin/memories/memory/", {"layer__exact": "project"}).content
-    assert b"Globex admin-visible fact" in filtered
-    assert b"Acme admin-visible fact" not in filtered
-
-
-def test_it_opens_a_memory_of_any_tenant_read_only(superuser, tenant_b) -> None:
-    memory = tenant_b.add("Globex detail fact")
-    response = superuser.get(f"/admin/memories/memory/{memory.pk}/change/")
-    assert response.status_code == 200
-    assert b"Globex detail fact" in response.content
-    assert superuser.get("/admin/memories/memory/add/").status_code == 403
-
-
-def test_it_shows_a_new_api_key_once_and_stores_only_its_hash(superuser, tenant_a) -> None:
-    response = superuser.post(
-        "/admin/tenants/apikey/add/",
-        {"tenant": str(tenant_a.tenant.pk), "name": "from admin",
-         "expires_at_0": "", "expires_at_1": ""},
-        follow=True,
-    )
-    assert response.status_code == 200
-    messages = [str(m) for m in response.context["messages"]]
-    keys = [k for m in messages for k in KEY_RE.findall(m)]
-    assert len(keys) == 1, messages
-    raw = keys[0]
-    assert any(raw[:12] in m and "added successfully" in m for m in messages), messages
-
-    with tenant_scope(tenant_a.ctx):
-        key = ApiKey.objects.get(name="from admin")
-    assert key.prefix == raw[:12]
-    assert key.key_hash == hashlib.sha256(raw.encode()).hexdigest()
-    assert key.created_by.endswith("admin:root")
-    assert all(raw not in str(getattr(key, f.attname)) for f in ApiKey._meta.fields)
-
-    # the key works, and the changelist never shows it again
-    api = APIClient()
-    api.credentials(HTTP_X_API_KEY=raw)
-    assert api.get("/api/v1/orgs").status_code == 200
-    assert raw.encode() not in superuser.get("/admin/tenants/apikey/").content
-    assert raw.encode() not in superuser.get(f"/admin/tenants/apikey/{key.pk}/change/").content
-
-
-def test_it_revokes_keys_from_the_admin(superuser, tenant_a) -> None:
-    with tenant_scope(tenant_a.ctx):
-        key = ApiKey.objects.get()
-    response = superuser.post("/admin/tenants/apikey/", {
-        "action": "revoke", "_selected_action": [str(key.pk)]}, follow=True)
-    assert response.status_code == 200
-    with dangerously_cross_tenant("test"):
-        assert ApiKey.objects.dangerously_all_tenants().get(pk=key.pk).revoked_at is not None
-    assert_error(tenant_a.client.get("/api/v1/orgs"), 401, "INVALID_TENANT_CONTEXT")
 
 
 def test_it_keeps_staff_without_superuser_out_of_tenant_data(client, django_user_model,

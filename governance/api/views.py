@@ -23,7 +23,7 @@ from governance.api.serializers import (
     ReviewListParams,
     TrySerializer,
 )
-from memory_project.errors import InvalidInput
+from memory_project.errors import InvalidInput, NotFound
 from memory_project.openapi import EnvelopedListSchema
 from tenants.api.mixins import TenantScopedViewSetMixin
 from tenants.context import require_context
@@ -60,7 +60,8 @@ class NewestFirst(CursorPagination):
         crafted cursor whose position is not a timestamp would reach the database.
 
         Raises:
-            InvalidInput: the cursor is not one this API handed out.
+            NotFound: the cursor is not one this API handed out (404, as DRF answers a cursor
+                it cannot decode: the page it names does not exist).
         """
         try:
             cursor = super().decode_cursor(request)
@@ -68,8 +69,8 @@ class NewestFirst(CursorPagination):
             cursor = False
         if cursor is False or (cursor is not None and cursor.position is not None
                                and parse_datetime(str(cursor.position)) is None):
-            raise InvalidInput("Invalid cursor: pass back a next or previous link's cursor.",
-                               details={"parameter": self.cursor_query_param})
+            raise NotFound("Invalid cursor: pass back a next or previous link's cursor.",
+                           details={"parameter": self.cursor_query_param})
         return cursor
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
