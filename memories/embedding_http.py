@@ -1,9 +1,9 @@
 """An OpenAI-compatible HTTP embedding provider, and the retry policy of provider calls.
 
 ``EMBEDDING_PROVIDER=openai`` sends ``POST {EMBEDDING_API_URL}/embeddings`` with
-``{"model": EMBEDDING_API_MODEL, "input": [texts]}`` and reads ``data[i].embedding``
-(the shape of the OpenAI embeddings API, which many self-hosted servers also speak). The
-vectors must have the column's 384 dimensions; they are L2-normalised here.
+``{"model": EMBEDDING_API_MODEL, "input": [texts]}`` through the ``openai`` client and reads
+``data[i].embedding`` (the shape of the OpenAI embeddings API, which many self-hosted servers
+also speak). The vectors must have the column's 384 dimensions; they are L2-normalised here.
 
 Retries (seed 001 "Retry Strategy", tenacity): transient failures (connection errors,
 timeouts, HTTP 408/5xx) are retried up to ``PROVIDER_RETRY_MAX_ATTEMPTS`` (3) attempts in
@@ -16,18 +16,19 @@ a longer wait is not attempted and the caller gets ``RATE_LIMITED`` with that
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
+from urllib.parse import urlsplit
 
+import httpx2
 import numpy as np
+import openai
 import tenacity
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from openai import OpenAI
 
 from memory_project.errors import ProviderError, RateLimited
 
@@ -105,23 +106,29 @@ def call_with_retries(func: Callable[[], T], *, operation: str = "embedding") ->
                           details={"backend": "embedding", "retryAfter": wait}) from exc
     except ProviderTransientError as exc:
         raise ProviderError(
-            f"The embedding provider failed: {exc}", operation=operation,
+            "The embedding provider failed.", operation=operation,
             details={"backend": "embedding",
                      "attempts": settings.PROVIDER_RETRY_MAX_ATTEMPTS}) from exc
 
 
 class OpenAICompatibleEmbedder:
-    """Embeddings from an OpenAI-compatible ``/embeddings`` endpoint (one attempt per
-    :meth:`encode_once`; :meth:`encode` applies the retry policy)."""
+    """Embeddings from an OpenAI-compatible ``/embeddings`` endpoint through the ``openai``
+    client (one attempt per :meth:`encode_once`; :meth:`encode` applies the retry policy).
+
+    The client follows no redirect (the API key goes to the configured host only), and only
+    ``http``/``https`` URLs are accepted (:func:`configured_embedder`). What failed is logged;
+    clients are told only that the provider failed, never its address or the error text.
+    """
 
     dimensions = 384
 
     def __init__(self, base_url: str, *, model: str, api_key: str = "",
                  timeout: float = 10.0) -> None:
-        self.url = base_url.rstrip("/") + "/embeddings"
         self.model_name = model
-        self.api_key = api_key
         self.timeout = timeout
+        self._client = OpenAI(
+            base_url=base_url.rstrip("/"), api_key=api_key or "not-needed", max_retries=0,
+            timeout=timeout, http_client=httpx2.Client(follow_redirects=False, timeout=timeout))
 
     def encode_once(self, texts: Sequence[str]) -> np.ndarray:
         """One HTTP call.
@@ -129,35 +136,31 @@ class OpenAICompatibleEmbedder:
         Raises:
             ProviderTransientError: connection error, timeout, HTTP 408 or 5xx.
             ProviderRateLimitedError: HTTP 429.
-            ProviderError: any other HTTP error or a malformed answer (not retryable).
+            ProviderError: any other HTTP status (a redirect included) or a malformed answer
+                (not retryable).
         """
-        body = json.dumps({"model": self.model_name, "input": list(texts)}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                payload: Any = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            if exc.code == 429:
-                raise ProviderRateLimitedError(
-                    "HTTP 429", _parse_retry_after(exc.headers.get("Retry-After"))) from exc
-            if exc.code == 408 or exc.code >= 500:
-                raise ProviderTransientError(f"HTTP {exc.code}") from exc
-            raise ProviderError(f"The embedding provider refused the call: HTTP {exc.code}.",
-                                retryable=False, details={"backend": "embedding"}) from exc
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            raise ProviderTransientError(str(getattr(exc, "reason", exc))) from exc
-        except ValueError as exc:
-            raise ProviderError("The embedding provider sent malformed JSON.",
-                                retryable=False) from exc
-        try:
-            rows = sorted(payload["data"], key=lambda row: row.get("index", 0))
-            vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
-        except (KeyError, TypeError, ValueError) as exc:
+            answer = self._client.embeddings.create(model=self.model_name, input=list(texts),
+                                                    encoding_format="float")
+            rows = sorted(answer.data, key=lambda row: row.index)
+            vectors = np.asarray([row.embedding for row in rows], dtype=np.float32)
+        except openai.RateLimitError as exc:
+            raise ProviderRateLimitedError(
+                "HTTP 429", _parse_retry_after(exc.response.headers.get("Retry-After"))) from exc
+        except openai.APIStatusError as exc:
+            logger.warning("embedding provider answered HTTP %s", exc.status_code)
+            if exc.status_code == 408 or exc.status_code >= 500:
+                raise ProviderTransientError(f"HTTP {exc.status_code}") from exc
+            raise ProviderError(
+                f"The embedding provider refused the call: HTTP {exc.status_code}.",
+                retryable=False, details={"backend": "embedding"}) from exc
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            logger.warning("embedding provider unreachable: %s", exc)
+            raise ProviderTransientError("unreachable") from exc
+        except (openai.OpenAIError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            logger.warning("embedding provider sent a malformed answer: %s", exc)
             raise ProviderError("The embedding provider's answer has no data[].embedding.",
-                                retryable=False) from exc
+                                retryable=False, details={"backend": "embedding"}) from exc
         norms = np.linalg.norm(vectors, axis=1, keepdims=True) if vectors.ndim == 2 else None
         if norms is None or not np.all(norms > 0):
             return vectors  # the caller's shape/finite checks reject it
@@ -169,11 +172,17 @@ class OpenAICompatibleEmbedder:
 
 
 def configured_embedder() -> OpenAICompatibleEmbedder | None:
-    """The HTTP embedder when ``EMBEDDING_PROVIDER=openai``; ``None`` for the local model."""
+    """The HTTP embedder when ``EMBEDDING_PROVIDER=openai``; ``None`` for the local model.
+
+    Raises:
+        ImproperlyConfigured: no ``EMBEDDING_API_URL``, or one that is not ``http(s)://host``.
+    """
     if settings.EMBEDDING_PROVIDER != "openai":
         return None
-    if not settings.EMBEDDING_API_URL:
-        raise ImproperlyConfigured("EMBEDDING_PROVIDER=openai needs EMBEDDING_API_URL.")
+    url = urlsplit(settings.EMBEDDING_API_URL or "")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ImproperlyConfigured("EMBEDDING_PROVIDER=openai needs EMBEDDING_API_URL, an "
+                                   "http:// or https:// URL.")
     return OpenAICompatibleEmbedder(
         settings.EMBEDDING_API_URL, model=settings.EMBEDDING_API_MODEL,
         api_key=settings.EMBEDDING_API_KEY, timeout=settings.EMBEDDING_API_TIMEOUT_SECONDS)

@@ -11,3 +11,11 @@ def child_exit(server: Any, worker: Any) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+
+
+def post_worker_init(worker: Any) -> None:
+    """gunicorn's own 400/414/431 answers use the JSON error envelope
+    (``memory_project.gunicorn_errors``)."""
+    from memory_project.gunicorn_errors import install
+
+    install()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from typing import Any
 
@@ -9,6 +11,8 @@ from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
+
+logger = logging.getLogger(__name__)
 
 
 @require_GET
@@ -18,11 +22,14 @@ def health(request: HttpRequest) -> JsonResponse:
 
 
 def _check(fn: Any) -> dict[str, Any]:
+    """Run one probe. A failure answers only the exception's type (its text, which may name
+    hosts, paths or credentials, goes to the log)."""
     start = time.perf_counter()
     try:
         fn()
     except Exception as exc:
-        return {"status": "unhealthy", "message": f"{type(exc).__name__}: {exc}"[:300]}
+        logger.warning("readiness probe %s failed: %s", getattr(fn, "__name__", fn), exc)
+        return {"status": "unhealthy", "error": type(exc).__name__}
     return {"status": "healthy", "latencyMs": round((time.perf_counter() - start) * 1000, 2)}
 
 
@@ -37,19 +44,33 @@ def _redis() -> None:
         raise RuntimeError("Redis did not return the probe value")
 
 
+#: How long a successful model probe stands: /ready is open to anyone, and must not make the
+#: model (or a paid provider) run on every call.
+MODEL_PROBE_SECONDS = 60.0
+_model_ok_until = 0.0
+_model_lock = threading.Lock()
+
+
 def _embedding_model() -> None:
+    global _model_ok_until
     from memories.embeddings import get_embedder
 
-    vector = get_embedder().encode(["ready"])
-    if vector.shape[0] != 1:
-        raise RuntimeError("embedding model returned no vector")
+    with _model_lock:
+        if time.monotonic() < _model_ok_until:
+            return
+        vector = get_embedder().encode(["ready"])
+        if vector.shape[0] != 1:
+            raise RuntimeError("embedding model returned no vector")
+        _model_ok_until = time.monotonic() + MODEL_PROBE_SECONDS
 
 
 @require_GET
 def ready(request: HttpRequest) -> JsonResponse:
     """Readiness: 200 when the database, Redis and the embedding model all work, else 503.
 
-    The first call loads the model (a few seconds); later calls take milliseconds.
+    The first call loads the model (a few seconds) and runs it once; a success stands for
+    ``MODEL_PROBE_SECONDS`` (60 s), so later calls cost no model run. A failing component
+    names only the type of its error.
     """
     components = {
         "database": _check(_database),

@@ -149,9 +149,15 @@ def _tenant_context(request: HttpRequest) -> Any:
 
 
 class RequestIdFilter(logging.Filter):
-    """Adds ``request_id`` (and ``trace_id`` while a span records) to every log record."""
+    """Adds ``request_id`` (and ``trace_id`` while a span records) to every log record, and
+    keeps query strings out of the log: Django's own request records (``django.request``)
+    carry the request, whose text has the query string with the caller's identifiers
+    (``?userId=…``); only its method and path are kept."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        if request is not None and hasattr(request, "path"):
+            record.request = f"{getattr(request, 'method', '')} {request.path}"
         record.request_id = REQUEST_ID.get()
         span_context = trace.get_current_span().get_span_context()
         record.trace_id = (format(span_context.trace_id, "032x")

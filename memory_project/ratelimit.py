@@ -1,22 +1,29 @@
-"""Per-API-key rate limits, counted atomically in Redis.
+"""Rate limits counted atomically in Redis: per API key, per tenant, and per address for
+invalid keys.
 
-A fixed window per key: one Lua script increments ``ratelimit:<key id>:<window>`` and sets
-its expiry in the same step, so concurrent requests on any number of processes are counted
-exactly (DRF's own throttles read, then write, from the cache: racy). A request over the
-limit gets 429 ``RATE_LIMITED`` with ``Retry-After`` = seconds until the window ends.
+A sliding window (the "sliding window counter" approximation): a request is allowed when
+``count(previous window) × (share of it still inside the last WINDOW seconds) +
+count(current window) < limit``, so no burst across a window's edge gets more than the limit
+(a fixed window allowed twice as much). One Lua script checks every limit of a request and
+counts it only when all of them allow it, so concurrent requests on any number of processes
+are counted exactly. A request over a limit gets 429 ``RATE_LIMITED`` with ``Retry-After`` =
+seconds until the estimate is under it again.
 
-Limits: ``RATE_LIMIT_REQUESTS`` per ``RATE_LIMIT_WINDOW_SECONDS`` (600 per 60 s), or the
-key's own ``rate_limit``; ``0`` disables the default limit. When Redis cannot be reached
-(or its circuit is open) the request is let through ("fail open") and flagged
-``X-Memory-Degraded: rate_limit``.
+Limits per ``RATE_LIMIT_WINDOW_SECONDS`` (60 s): ``RATE_LIMIT_REQUESTS`` (600) per key, or the
+key's own ``rate_limit``; ``RATE_LIMIT_TENANT_REQUESTS`` (3000) per tenant, all its keys
+together; ``RATE_LIMIT_INVALID_KEY_REQUESTS`` (30) requests with an unknown, revoked or
+expired key per client address (``tenants.authentication``). ``0`` disables a limit. When
+Redis cannot be reached (or its circuit is open) the request is let through ("fail open")
+and flagged ``X-Memory-Degraded: rate_limit``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,19 +38,35 @@ from tenants.context import TenantContext
 
 logger = logging.getLogger(__name__)
 
-# KEYS[1]: the window's counter; ARGV[1]: window length in seconds.
-# Returns {count after this request, seconds until the counter expires}.
-_INCREMENT = """
-local count = redis.call('INCR', KEYS[1])
-if count == 1 then
-  redis.call('EXPIRE', KEYS[1], ARGV[1])
+# KEYS: for each limit, its current then its previous window's counter.
+# ARGV: window length (s), the share of the current window elapsed (0..1), then the limits.
+# Returns {1, 0} when allowed (every current counter incremented), else {0, seconds to wait}.
+_SLIDING = """
+local window = tonumber(ARGV[1])
+local elapsed = tonumber(ARGV[2])
+local wait = 0
+for i = 1, #KEYS / 2 do
+  local limit = tonumber(ARGV[2 + i])
+  local current = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
+  local previous = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
+  if previous * (1 - elapsed) + current >= limit then
+    local seconds
+    if current >= limit then
+      seconds = window * (1 - elapsed) + window * (1 - limit / current)
+    else
+      seconds = window * (1 - elapsed - (limit - current) / previous)
+    end
+    wait = math.max(wait, math.ceil(seconds))
+  end
 end
-local ttl = redis.call('TTL', KEYS[1])
-if ttl < 0 then
-  redis.call('EXPIRE', KEYS[1], ARGV[1])
-  ttl = tonumber(ARGV[1])
+if wait > 0 then
+  return {0, math.max(1, wait)}
 end
-return {count, ttl}
+for i = 1, #KEYS / 2 do
+  redis.call('INCR', KEYS[2 * i - 1])
+  redis.call('EXPIRE', KEYS[2 * i - 1], 2 * window)
+end
+return {1, 0}
 """
 
 # KEYS[1]: the slot counter; ARGV[1]: the limit, ARGV[2]: the lease in seconds.
@@ -83,11 +106,6 @@ def _script(source: str) -> Any:
         if source not in _scripts:
             _scripts[source] = _client.register_script(source)
         return _scripts[source]
-
-
-def _increment(key: str, window: int) -> tuple[int, int]:
-    count, ttl = _script(_INCREMENT)(keys=[key], args=[window])
-    return int(count), int(ttl)
 
 
 def reset_client() -> None:
@@ -132,25 +150,65 @@ def concurrency_slot(key: str, limit: int, *, lease_seconds: int = 120) -> Itera
                 logger.warning("could not release a concurrency slot: %s", exc)
 
 
-def rate_limit_hit(ctx: TenantContext) -> int | None:
-    """Count one request for ``ctx``'s API key.
+def sliding_window_hit(limits: Sequence[tuple[str, int]]) -> int | None:
+    """Count one request against every ``(name, limit)`` of ``limits`` (0: no limit).
 
     Returns:
-        ``None`` when the request is allowed, else the seconds until the window ends.
-        Redis unavailable: ``None`` (fail open) and the request is flagged degraded.
+        ``None`` when every limit allows it (it is then counted in each), else the seconds to
+        wait. Redis unavailable: ``None`` (fail open) and the request is flagged degraded.
     """
-    limit = ctx.rate_limit if ctx.rate_limit is not None else settings.RATE_LIMIT_REQUESTS
-    if ctx.api_key_id is None or limit <= 0:
+    active = [(name, limit) for name, limit in limits if limit > 0]
+    if not active:
         return None
     window = max(1, settings.RATE_LIMIT_WINDOW_SECONDS)
-    key = f"ratelimit:{ctx.api_key_id}:{int(time.time()) // window}"
+    now = time.time()
+    current = math.floor(now / window)
+    keys = [f"ratelimit:{name}:{slot}" for name, _ in active
+            for slot in (current, current - 1)]
     try:
-        count, ttl = call_guarded(REDIS, _increment, key, window)
+        allowed, wait = call_guarded(REDIS, lambda: _script(_SLIDING)(
+            keys=keys, args=[window, (now % window) / window, *[limit for _, limit in active]]))
     except Exception as exc:
         logger.warning("rate limiter unavailable, letting the request through: %s", exc)
         mark_degraded("rate_limit")
         return None
-    return max(1, ttl) if count > limit else None
+    return None if int(allowed) else int(wait)
+
+
+def rate_limit_hit(ctx: TenantContext) -> int | None:
+    """Count one request for ``ctx``'s API key and tenant (:func:`sliding_window_hit`)."""
+    if ctx.api_key_id is None:
+        return None
+    per_key = ctx.rate_limit if ctx.rate_limit is not None else settings.RATE_LIMIT_REQUESTS
+    return sliding_window_hit([(f"key:{ctx.api_key_id}", per_key),
+                               (f"tenant:{ctx.tenant_id}", settings.RATE_LIMIT_TENANT_REQUESTS)])
+
+
+def invalid_key_hit(address: str) -> int | None:
+    """Count one request with an invalid key from ``address``; seconds to wait when over."""
+    return sliding_window_hit([(f"badkey:{address}", settings.RATE_LIMIT_INVALID_KEY_REQUESTS)])
+
+
+def invalid_key_blocked(address: str) -> int | None:
+    """Seconds to wait when ``address`` is over its invalid-key limit already (nothing is
+    counted), else ``None``."""
+    limit = settings.RATE_LIMIT_INVALID_KEY_REQUESTS
+    if limit <= 0:
+        return None
+    window = max(1, settings.RATE_LIMIT_WINDOW_SECONDS)
+    now = time.time()
+    current = math.floor(now / window)
+    try:
+        counts = call_guarded(REDIS, lambda: _script("return redis.call('MGET', KEYS[1], "
+                                                     "KEYS[2])")(keys=[
+            f"ratelimit:badkey:{address}:{current}", f"ratelimit:badkey:{address}:{current - 1}"]))
+    except Exception:
+        return None
+    cur, prev = (int(c or 0) for c in counts)
+    elapsed = (now % window) / window
+    if prev * (1 - elapsed) + cur >= limit:
+        return max(1, math.ceil(window * (1 - elapsed)))
+    return None
 
 
 class ApiKeyRateThrottle(BaseThrottle):

@@ -317,6 +317,9 @@ EMBEDDING_API_TIMEOUT_SECONDS = env_float("EMBEDDING_API_TIMEOUT_SECONDS", 10.0)
 # Per-API-key rate limit (fixed window in Redis); 0 disables. A key's own limit wins.
 RATE_LIMIT_REQUESTS = env_int("RATE_LIMIT_REQUESTS", 600)
 RATE_LIMIT_WINDOW_SECONDS = env_int("RATE_LIMIT_WINDOW_SECONDS", 60)
+# Per tenant (all its keys together), and per client address for invalid keys; 0 disables.
+RATE_LIMIT_TENANT_REQUESTS = env_int("RATE_LIMIT_TENANT_REQUESTS", 3000)
+RATE_LIMIT_INVALID_KEY_REQUESTS = env_int("RATE_LIMIT_INVALID_KEY_REQUESTS", 30)
 # CPU-heavy work of a request (memory_project/heavy_work.py): worker processes per web process
 # (0: in the calling thread), their nice increment, concurrent heavy calls per tenant across
 # all processes, and time limits per call and per request.

@@ -10,6 +10,8 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
 from memory_project.after_response import after_response
+from memory_project.errors import InvalidTenantContext, RateLimited
+from memory_project.ratelimit import invalid_key_blocked, invalid_key_hit
 from tenants.context import TenantContext, activate, tenant_scope
 from tenants.services import api_key_authenticate, api_key_touch, api_key_use_due
 
@@ -34,7 +36,9 @@ class ApiKeyAuthentication(BaseAuthentication):
     """Authenticate with an API key and enter its tenant for the rest of the request.
 
     No key: returns ``None`` (the permission then answers ``MISSING_TENANT_CONTEXT``).
-    Bad key: raises ``INVALID_TENANT_CONTEXT``; the operation never proceeds. The key's
+    Bad key: raises ``INVALID_TENANT_CONTEXT``; the operation never proceeds. An address that
+    sent ``RATE_LIMIT_INVALID_KEY_REQUESTS`` bad keys within the rate-limit window gets 429
+    ``RATE_LIMITED`` before its keys are even looked up (key guessing is throttled). The key's
     ``last_used_at`` is written once the response has been sent (``after_response``), at most
     once a minute per key and process.
     """
@@ -43,7 +47,16 @@ class ApiKeyAuthentication(BaseAuthentication):
         raw_key = raw_key_from(request)
         if raw_key is None:
             return None
-        ctx = api_key_authenticate(raw_key)
+        address = request.META.get("REMOTE_ADDR", "") or "unknown"
+        wait = invalid_key_blocked(address)
+        if wait is not None:
+            raise RateLimited("Too many requests with invalid API keys from this address.",
+                              details={"retryAfter": wait})
+        try:
+            ctx = api_key_authenticate(raw_key)
+        except InvalidTenantContext:
+            invalid_key_hit(address)
+            raise
         activate(ctx)
         if api_key_use_due(ctx.api_key_id):
             after_response(partial(_touch, ctx), even_after_errors=True)

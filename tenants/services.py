@@ -264,6 +264,18 @@ def api_key_touch(key_id: object) -> None:
     )
 
 
+def _check_addressable(external_id: str, field: str, *, operation: str) -> None:
+    """An id that names the object in its URL (``/api/v1/orgs/{orgId}``) cannot hold ``/``:
+    an object created with one could never be fetched or deleted.
+
+    Raises:
+        InvalidInput: a ``/`` in the id, or an id of blanks only.
+    """
+    if "/" in external_id or not external_id.strip():
+        raise InvalidInput(f"{field} must not contain '/' or be blank.", operation=operation,
+                           details={"field": field})
+
+
 @transaction.atomic
 def org_create(ctx: TenantContext, *, external_id: str, name: str = "") -> Organization:
     """Create an organisation in ``ctx``'s tenant.
@@ -271,6 +283,7 @@ def org_create(ctx: TenantContext, *, external_id: str, name: str = "") -> Organ
     Raises:
         InvalidInput: the ``external_id`` is taken in this tenant.
     """
+    _check_addressable(external_id, "orgId", operation="org.create")
     if Organization.objects.filter(external_id=external_id).exists():
         raise AlreadyExists(f"orgId {external_id!r} exists.", operation="org.create")
     return Organization.objects.create(tenant_id=ctx.tenant_id, external_id=external_id, name=name)
@@ -283,6 +296,7 @@ def team_create(ctx: TenantContext, *, external_id: str, org_id: str, name: str 
     Raises:
         InvalidInput: the team's ``external_id`` is taken, or the org does not exist.
     """
+    _check_addressable(external_id, "teamId", operation="team.create")
     org = Organization.objects.filter(external_id=org_id).first()
     if org is None:
         raise InvalidInput(f"Unknown orgId {org_id!r}.", operation="team.create")
@@ -302,6 +316,7 @@ def project_create(
     Raises:
         InvalidInput: the project's ``external_id`` is taken, or the team does not exist.
     """
+    _check_addressable(external_id, "projectId", operation="project.create")
     team = None
     if team_id:
         team = Team.objects.filter(external_id=team_id).first()

@@ -87,7 +87,8 @@ def test_a_transient_failure_is_retried_until_it_succeeds(provider: Any, sleeps:
     assert vectors.shape == (2, 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
     assert len(script.requests) == 3
-    assert script.requests[0]["body"] == {"model": "test-model", "input": ["a", "b"]}
+    assert script.requests[0]["body"] == {"model": "test-model", "input": ["a", "b"],
+                                          "encoding_format": "float"}
     assert script.requests[0]["auth"] == "Bearer sk-test"
     assert len(sleeps) == 2
 
@@ -206,3 +207,31 @@ def test_the_api_answers_provider_error_when_retries_run_out(
         assert len(script.requests) == 2
     finally:
         set_embedder(previous)
+
+
+# --- what the client will not do (security review, finding 10) -----------------------------
+
+def test_a_redirect_is_not_followed_with_the_key(provider: Any, sleeps: list[float]) -> None:
+    script, embedder = provider
+    script.answers = [(307, {"Location": "http://127.0.0.1:9/steal"})]
+    with pytest.raises(ProviderError) as raised:
+        embedder.encode(["a"])
+    assert raised.value.retryable is False
+    assert len(script.requests) == 1 and sleeps == []
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://host/v1", "http://", "/v1"])
+def test_only_http_urls_are_accepted(settings: Any, url: str) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    settings.EMBEDDING_PROVIDER, settings.EMBEDDING_API_URL = "openai", url
+    with pytest.raises(ImproperlyConfigured):
+        embedding_http.configured_embedder()
+
+
+def test_a_connection_error_does_not_reach_the_client(sleeps: list[float]) -> None:
+    embedder = OpenAICompatibleEmbedder("http://10.255.255.1:9/v1", model="m", timeout=0.2)
+    with pytest.raises(ProviderError) as raised:
+        embedder.encode(["a"])
+    text = json.dumps(raised.value.envelope())
+    assert "10.255.255.1" not in text and "Errno" not in text and "timed out" not in text

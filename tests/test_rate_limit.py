@@ -87,9 +87,9 @@ def test_the_window_expires_in_redis(settings: Any) -> None:
     wait = ratelimit.rate_limit_hit(ctx)
     assert wait is not None and 1 <= wait <= 60
     client = redis.Redis.from_url(settings.REDIS_URL)
-    keys = client.keys(f"ratelimit:{ctx.api_key_id}:*")
+    keys = client.keys(f"ratelimit:key:{ctx.api_key_id}:*")
     assert len(keys) == 1
-    assert 0 < client.ttl(keys[0]) <= 60
+    assert 0 < client.ttl(keys[0]) <= 120  # it is the previous window for another minute
 
 
 def test_redis_down_fails_open_and_flags_the_response(tenant_a: TenantFixture,
@@ -97,7 +97,7 @@ def test_redis_down_fails_open_and_flags_the_response(tenant_a: TenantFixture,
     def refused(*args: Any) -> Any:
         raise redis.ConnectionError("Connection refused")
 
-    monkeypatch.setattr(ratelimit, "_increment", refused)
+    monkeypatch.setattr(ratelimit, "_script", refused)
     client = key_with_limit(tenant_a, 1)
     for _ in range(3):
         response = list_user(client)
@@ -142,3 +142,34 @@ def test_list_limit_and_body_size_are_capped(tenant_a: TenantFixture, settings: 
     response = tenant_a.client.post(M, {"content": "x" * 2000, "layer": "user",
                                         "identifiers": {"userId": "u1"}}, format="json")
     assert_error(response, 413, "PAYLOAD_TOO_LARGE")
+
+
+# --- sliding window, per tenant, invalid keys (security review, finding 10) ----------------
+
+def test_a_burst_across_the_window_edge_gets_no_more_than_the_limit(
+        settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings.RATE_LIMIT_WINDOW_SECONDS = 60
+    ctx = TenantContext(tenant_id=uuid.uuid4(), tenant_slug="t", principal="api_key:x",
+                        api_key_id=uuid.uuid4(), rate_limit=10)
+    now = [6000.0 * 60 + 59.0]  # one second before a window ends
+    monkeypatch.setattr(ratelimit.time, "time", lambda: now[0])
+    allowed = sum(ratelimit.rate_limit_hit(ctx) is None for _ in range(10))
+    now[0] += 2.0  # one second into the next window
+    allowed += sum(ratelimit.rate_limit_hit(ctx) is None for _ in range(10))
+    assert allowed <= 11  # a fixed window let all 20 through
+
+
+def test_a_tenant_limit_covers_all_its_keys(tenant_a: TenantFixture, settings: Any) -> None:
+    settings.RATE_LIMIT_TENANT_REQUESTS = 4
+    clients = [key_with_limit(tenant_a, 100) for _ in range(2)]
+    statuses = [list_user(clients[i % 2]).status_code for i in range(6)]
+    assert statuses[:4] == [200] * 4
+    assert statuses[4:] == [429, 429]
+
+
+def test_guessing_keys_is_throttled_per_address(anon: Any, settings: Any) -> None:
+    settings.RATE_LIMIT_INVALID_KEY_REQUESTS = 3
+    guesses = [anon.get(M, {"layer": "user", "userId": "u1"},
+                        HTTP_AUTHORIZATION=f"Bearer msk_guess{i:040d}") for i in range(5)]
+    assert [r.status_code for r in guesses] == [401, 401, 401, 429, 429]
+    assert int(guesses[-1]["Retry-After"]) >= 1

@@ -47,8 +47,22 @@ def test_it_is_not_ready_when_redis_fails(client, monkeypatch) -> None:
     assert response.status_code == 503
     components = body(response)["components"]
     assert components["redis"]["status"] == "unhealthy"
-    assert "redis unreachable" in components["redis"]["message"]
+    assert components["redis"]["error"] == "ConnectionError"
+    assert "redis unreachable" not in response.content.decode()  # the text goes to the log
     assert components["database"]["status"] == "healthy"
+
+
+def test_ready_runs_the_model_at_most_once_a_minute(client, monkeypatch) -> None:
+    from memories import embeddings
+    from memory_project import health
+
+    monkeypatch.setattr(health, "_model_ok_until", 0.0)
+    calls: list[int] = []
+    real = embeddings.get_embedder()
+    monkeypatch.setattr(real, "encode", lambda texts, _f=real.encode: calls.append(1) or _f(texts))
+    for _ in range(5):
+        assert client.get("/ready").status_code == 200
+    assert len(calls) == 1
 
 
 # --- OpenAPI and docs -----------------------------------------------------------------------

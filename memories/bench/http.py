@@ -24,7 +24,8 @@ def free_port() -> int:
 class Server:
     """gunicorn serving the project on 127.0.0.1 against ``database_url`` (one worker)."""
 
-    def __init__(self, database_url: str, threads: int = 4) -> None:
+    def __init__(self, database_url: str, threads: int = 4, *,
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         env = {**os.environ, "DATABASE_URL": database_url,
                "DATABASE_OWNER_URL": settings.DATABASE_OWNER_URL, "REDIS_URL": settings.REDIS_URL,
@@ -34,7 +35,8 @@ class Server:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "memory_project.wsgi:application",
              "--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", str(threads),
-             "--worker-class", "gthread", "--timeout", "300", "--log-level", "warning"],
+             "--worker-class", "gthread", "--timeout", "300", "--log-level", "warning",
+             *extra_args],
             env=env,
         )
 

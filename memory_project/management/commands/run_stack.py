@@ -81,6 +81,8 @@ class Command(BaseCommand):
             "--worker-class", "gthread",
             "--timeout", "120",
             "--access-logfile", "-",
+            # Path without the query string (it holds identifiers such as userId), no referer.
+            "--access-logformat", '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms',
             "--config", "python:memory_project.gunicorn_conf",
         ]
 
