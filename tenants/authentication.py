@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 from typing import Any
 
+from cachetools import TTLCache
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
@@ -25,6 +27,12 @@ def raw_key_from(request: Request) -> str | None:
             return value.strip()
     api_key = request.META.get("HTTP_X_API_KEY", "").strip()
     return api_key or None
+
+
+#: Addresses that sent an invalid key lately (this process): only their requests consult the
+#: shared invalid-key count before the lookup, so a valid key costs no extra Redis call.
+_suspects: TTLCache[str, bool] = TTLCache(maxsize=10_000, ttl=120)
+_suspects_lock = threading.Lock()
 
 
 def _touch(ctx: TenantContext) -> None:
@@ -48,13 +56,15 @@ class ApiKeyAuthentication(BaseAuthentication):
         if raw_key is None:
             return None
         address = request.META.get("REMOTE_ADDR", "") or "unknown"
-        wait = invalid_key_blocked(address)
+        wait = invalid_key_blocked(address) if address in _suspects else None
         if wait is not None:
             raise RateLimited("Too many requests with invalid API keys from this address.",
                               details={"retryAfter": wait})
         try:
             ctx = api_key_authenticate(raw_key)
         except InvalidTenantContext:
+            with _suspects_lock:
+                _suspects[address] = True
             invalid_key_hit(address)
             raise
         activate(ctx)

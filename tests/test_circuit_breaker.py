@@ -142,7 +142,7 @@ def test_a_redis_outage_degrades_requests_and_opens_the_redis_circuit(
     broken = BrokenCache()
     monkeypatch.setattr(cache, "get_many", broken)
     monkeypatch.setattr(cache, "set_many", broken)
-    monkeypatch.setattr(ratelimit, "_increment", broken)  # the rate limiter's Redis too
+    monkeypatch.setattr(ratelimit, "_script", broken)  # the rate limiter's Redis too
     clear_local_cache()
     ids = []
     for i in range(4):
