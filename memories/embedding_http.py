@@ -1,114 +1,34 @@
-"""An OpenAI-compatible HTTP embedding provider, and the retry policy of provider calls.
+"""An OpenAI-compatible HTTP embedding provider.
 
 ``EMBEDDING_PROVIDER=openai`` sends ``POST {EMBEDDING_API_URL}/embeddings`` with
 ``{"model": EMBEDDING_API_MODEL, "input": [texts]}`` through the ``openai`` client and reads
 ``data[i].embedding`` (the shape of the OpenAI embeddings API, which many self-hosted servers
 also speak). The vectors must have the column's 384 dimensions; they are L2-normalised here.
-
-Retries (seed 001 "Retry Strategy", tenacity): transient failures (connection errors,
-timeouts, HTTP 408/5xx) are retried up to ``PROVIDER_RETRY_MAX_ATTEMPTS`` (3) attempts in
-all, waiting exponentially from ``PROVIDER_RETRY_INITIAL_SECONDS`` (1 s, doubling, at most
-``PROVIDER_RETRY_MAX_SECONDS`` = 30 s) plus random jitter. HTTP 429 waits as the
-provider's ``Retry-After`` says, but never longer than ``PROVIDER_MAX_RETRY_AFTER_SECONDS``:
-a longer wait is not attempted and the caller gets ``RATE_LIMITED`` with that
-``retryAfter``. When attempts run out the caller gets ``PROVIDER_ERROR`` (retryable).
+Calls go through the provider retry policy of ``memory_project.retries``.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import httpx2
 import numpy as np
 import openai
-import tenacity
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from openai import OpenAI
 
-from memory_project.errors import ProviderError, RateLimited
+from memory_project.errors import ProviderError
+from memory_project.retries import (
+    ProviderRateLimitedError,
+    ProviderTransientError,
+    call_with_retries,
+    parse_retry_after,
+)
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
-_sleep = time.sleep  # replaced in tests to record the waits
-
-
-class ProviderTransientError(Exception):
-    """A provider call failed in a way that may succeed on retry."""
-
-
-class ProviderRateLimitedError(Exception):
-    """The provider answered 429; ``retry_after`` is its ``Retry-After`` in seconds."""
-
-    def __init__(self, message: str, retry_after: float | None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: fall back to the exponential wait
-
-
-def _wait(state: tenacity.RetryCallState) -> float:
-    exc = state.outcome.exception() if state.outcome else None
-    if isinstance(exc, ProviderRateLimitedError) and exc.retry_after is not None:
-        return exc.retry_after
-    backoff = tenacity.wait_exponential_jitter(
-        multiplier=settings.PROVIDER_RETRY_INITIAL_SECONDS,
-        max=settings.PROVIDER_RETRY_MAX_SECONDS,
-        exp_base=2,
-        jitter=settings.PROVIDER_RETRY_INITIAL_SECONDS,
-    )
-    return float(backoff(state))
-
-
-def _retry_after_too_long(state: tenacity.RetryCallState) -> bool:
-    exc = state.outcome.exception() if state.outcome else None
-    return (isinstance(exc, ProviderRateLimitedError) and exc.retry_after is not None
-            and exc.retry_after > settings.PROVIDER_MAX_RETRY_AFTER_SECONDS)
-
-
-def call_with_retries(func: Callable[[], T], *, operation: str = "embedding") -> T:
-    """Call ``func`` under the provider retry policy (module docstring).
-
-    Raises:
-        ProviderError: transient failures on every attempt (``details.attempts``).
-        RateLimited: the provider kept answering 429, or asked for a longer wait than
-            allowed (``details.retryAfter``).
-    """
-    retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(settings.PROVIDER_RETRY_MAX_ATTEMPTS)
-        | _retry_after_too_long,
-        wait=_wait,
-        sleep=lambda seconds: _sleep(seconds),
-        retry=tenacity.retry_if_exception_type(
-            (ProviderTransientError, ProviderRateLimitedError)),
-        before_sleep=lambda s: logger.warning(
-            "provider call failed (attempt %d), retrying: %s", s.attempt_number,
-            s.outcome.exception() if s.outcome else None),
-        reraise=True,
-    )
-    try:
-        return retrying(func)
-    except ProviderRateLimitedError as exc:
-        wait = exc.retry_after or settings.PROVIDER_RETRY_INITIAL_SECONDS
-        raise RateLimited("The embedding provider is rate limiting requests.",
-                          operation=operation,
-                          details={"backend": "embedding", "retryAfter": wait}) from exc
-    except ProviderTransientError as exc:
-        raise ProviderError(
-            "The embedding provider failed.", operation=operation,
-            details={"backend": "embedding",
-                     "attempts": settings.PROVIDER_RETRY_MAX_ATTEMPTS}) from exc
 
 
 class OpenAICompatibleEmbedder:
@@ -146,7 +66,7 @@ class OpenAICompatibleEmbedder:
             vectors = np.asarray([row.embedding for row in rows], dtype=np.float32)
         except openai.RateLimitError as exc:
             raise ProviderRateLimitedError(
-                "HTTP 429", _parse_retry_after(exc.response.headers.get("Retry-After"))) from exc
+                "HTTP 429", parse_retry_after(exc.response.headers.get("Retry-After"))) from exc
         except openai.APIStatusError as exc:
             logger.warning("embedding provider answered HTTP %s", exc.status_code)
             if exc.status_code == 408 or exc.status_code >= 500:

@@ -55,11 +55,16 @@ class CircuitBreaker:
         exclude: exception types that do not count as failures: the backend answered (e.g.
             "slow down"), so for the breaker such a call is a success.
         clock: monotonic seconds; ``time.monotonic`` unless a test injects another.
+        failure_rate: also open when, within the window and with at least ``min_calls``
+            calls, this share of the calls failed (seed 001 MR-H2 "Failure Rate Monitoring":
+            5 % in 5 minutes); ``None``: counts only.
+        min_calls: the fewest calls in the window for ``failure_rate`` to apply.
     """
 
     def __init__(self, name: str, *, fail_max: int, window_seconds: float,
                  reset_seconds: float, exclude: tuple[type[BaseException], ...] = (),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 failure_rate: float | None = None, min_calls: int = 20) -> None:
         if fail_max < 1 or window_seconds <= 0 or reset_seconds < 0:
             raise ValueError("fail_max ≥ 1, window_seconds > 0 and reset_seconds ≥ 0 needed")
         self.name = name
@@ -69,7 +74,10 @@ class CircuitBreaker:
         self.exclude = exclude
         self._clock = clock
         self._lock = threading.Lock()
+        self.failure_rate = failure_rate
+        self.min_calls = min_calls
         self._failures: deque[float] = deque()  # times of the failures still in the window
+        self._calls: deque[float] = deque()  # times of all calls in the window (rate mode)
         self._opened_at: float | None = None  # set while open or half-open
         self._trial_running = False
 
@@ -147,14 +155,23 @@ class CircuitBreaker:
                 else:
                     self._opened_at = None
                     self._failures.clear()
+                    self._calls.clear()
                     logger.warning("circuit %s: closed (trial succeeded)", self.name)
                 return
-            if not failed or self._opened_at is not None:
-                return  # a success never resets the window; an open circuit counts nothing
+            if self._opened_at is not None:
+                return  # an open circuit counts nothing
+            if self.failure_rate is not None:
+                self._calls.append(now)
+                while self._calls and now - self._calls[0] > self.window_seconds:
+                    self._calls.popleft()
+            if not failed:
+                return  # a success never resets the window
             self._failures.append(now)
             while self._failures and now - self._failures[0] > self.window_seconds:
                 self._failures.popleft()
-            if len(self._failures) >= self.fail_max:
+            rate_exceeded = (self.failure_rate is not None and len(self._calls) >= self.min_calls
+                             and len(self._failures) / len(self._calls) >= self.failure_rate)
+            if len(self._failures) >= self.fail_max or rate_exceeded:
                 self._open(now)
 
     def _release_trial(self, trial: bool) -> None:
@@ -165,6 +182,7 @@ class CircuitBreaker:
     def _open(self, now: float) -> None:
         self._opened_at = now
         self._failures.clear()
+        self._calls.clear()
         logger.warning("circuit %s: open for %s s", self.name, self.reset_seconds)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.core.cache import cache
@@ -64,13 +65,38 @@ def _embedding_model() -> None:
         _model_ok_until = time.monotonic() + MODEL_PROBE_SECONDS
 
 
+#: Components an app reports itself (``register_component``): they appear in ``/ready`` but
+#: do not decide it, because the service answers without them (e.g. the language model's
+#: purposes fall back offline).
+_reported: dict[str, Callable[[], dict[str, Any]]] = {}
+
+
+def register_component(name: str, probe: Callable[[], dict[str, Any]]) -> None:
+    """Report ``probe()`` under ``name`` in ``/ready`` (called from ``AppConfig.ready()``).
+
+    ``probe`` returns ``{"status": "healthy" | "degraded" | "down", ...}``; it must be cheap
+    (cache its own result) and never raise (an exception reports ``down`` with its type).
+    """
+    _reported[name] = probe
+
+
+def _reported_component(probe: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return probe()
+    except Exception as exc:
+        logger.warning("readiness probe %s failed: %s", getattr(probe, "__name__", probe), exc)
+        return {"status": "down", "error": type(exc).__name__}
+
+
 @require_GET
 def ready(request: HttpRequest) -> JsonResponse:
     """Readiness: 200 when the database, Redis and the embedding model all work, else 503.
 
     The first call loads the model (a few seconds) and runs it once; a success stands for
     ``MODEL_PROBE_SECONDS`` (60 s), so later calls cost no model run. A failing component
-    names only the type of its error.
+    names only the type of its error. Components registered with
+    :func:`register_component` (``llm``) are reported beside them without deciding the
+    status.
     """
     components = {
         "database": _check(_database),
@@ -78,6 +104,8 @@ def ready(request: HttpRequest) -> JsonResponse:
         "embeddingModel": _check(_embedding_model),
     }
     healthy = all(c["status"] == "healthy" for c in components.values())
+    for name, probe in _reported.items():
+        components[name] = _reported_component(probe)
     return JsonResponse(
         {"status": "ready" if healthy else "not_ready", "components": components},
         status=200 if healthy else 503,

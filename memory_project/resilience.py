@@ -41,19 +41,32 @@ _breakers: dict[str, CircuitBreaker] = {}
 _lock = threading.Lock()
 
 
+_profiles: dict[str, dict[str, Any]] = {}
+
+
+def breaker_profile(name: str, **params: Any) -> None:
+    """Give backend ``name``'s breaker its own parameters (``CircuitBreaker`` keywords: e.g.
+    a failure rate instead of a count); apps call this from ``AppConfig.ready()``."""
+    with _lock:
+        _profiles[name] = params
+        _breakers.pop(name, None)
+
+
 def breaker(name: str) -> CircuitBreaker:
     """The process-wide breaker of backend ``name``, created from settings on first use
-    (``CIRCUIT_BREAKER_FAIL_MAX``, ``..._WINDOW_SECONDS``, ``..._RESET_SECONDS``)."""
+    (``CIRCUIT_BREAKER_FAIL_MAX``, ``..._WINDOW_SECONDS``, ``..._RESET_SECONDS``, then the
+    backend's :func:`breaker_profile`)."""
     with _lock:
         cb = _breakers.get(name)
         if cb is None:
-            cb = CircuitBreaker(
-                name,
-                fail_max=settings.CIRCUIT_BREAKER_FAIL_MAX,
-                window_seconds=settings.CIRCUIT_BREAKER_WINDOW_SECONDS,
-                reset_seconds=settings.CIRCUIT_BREAKER_RESET_SECONDS,
-                exclude=(RateLimited,),  # a backend that asks us to slow down is not broken
-            )
+            params: dict[str, Any] = {
+                "fail_max": settings.CIRCUIT_BREAKER_FAIL_MAX,
+                "window_seconds": settings.CIRCUIT_BREAKER_WINDOW_SECONDS,
+                "reset_seconds": settings.CIRCUIT_BREAKER_RESET_SECONDS,
+                "exclude": (RateLimited,),  # a backend that asks us to slow down is not broken
+                **_profiles.get(name, {}),
+            }
+            cb = CircuitBreaker(name, **params)
             _breakers[name] = cb
         return cb
 

@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from memories import embedding_http
-from memories.embedding_http import OpenAICompatibleEmbedder, call_with_retries
+from memories.embedding_http import OpenAICompatibleEmbedder
 from memories.embeddings import set_embedder
+from memory_project import retries
 from memory_project.errors import ProviderError, RateLimited
+from memory_project.retries import call_with_retries
 from tests.helpers import assert_error
 
 M = "/api/v1/memories"
@@ -75,7 +77,7 @@ def provider() -> Iterator[tuple[Script, OpenAICompatibleEmbedder]]:
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Every wait the retry policy asks for, recorded instead of slept."""
     waited: list[float] = []
-    monkeypatch.setattr(embedding_http, "_sleep", waited.append)
+    monkeypatch.setattr(retries, "_sleep", waited.append)
     return waited
 
 
