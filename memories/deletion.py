@@ -3,6 +3,7 @@ identifier for data-subject requests, and restore."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -17,6 +18,7 @@ from governance.services import (
     pseudonym,
     review_items_erase_subject,
 )
+from llm import cache as llm_cache
 from memories.embeddings import cache_evict
 from memories.history import history_erase, history_record, history_row, history_texts
 from memories.models import ClosedSession, HistoryAction, Memory, State
@@ -28,6 +30,8 @@ from memory_project.errors import (
 from memory_project.validation import unstorable_text
 from tenants.config_cache import version_bump
 from tenants.context import TenantContext
+
+logger = logging.getLogger(__name__)
 
 # --- delete, erase, restore -------------------------------------------------------------------
 
@@ -44,6 +48,7 @@ def memories_erase(ctx: TenantContext, *, memory_ids: list[uuid.UUID], reason: s
     - review items about them are scrubbed (``governance.services.review_items_scrub``);
     - the embedding cache forgets every version of their text (Redis and, through a new
       ``config_version`` of the tenant, every process: ``memories.embeddings.cache_evict``);
+    - cached language-model answers of the tenant become unreachable (``llm.cache``);
     - receivers of :data:`memories_erased` drop what they derived from them.
 
     Must run inside a transaction (the callers are atomic). Ids that match nothing in the
@@ -64,7 +69,18 @@ def memories_erase(ctx: TenantContext, *, memory_ids: list[uuid.UUID], reason: s
     version_bump(ctx.tenant_id)
     tenant_id = ctx.tenant_id
     transaction.on_commit(lambda: cache_evict(tenant_id, sorted(texts)))
+    transaction.on_commit(lambda: _forget_llm_answers(tenant_id))
     return len(ids)
+
+
+def _forget_llm_answers(tenant_id: uuid.UUID) -> None:
+    """No cached language-model answer derived from erased content is served again (Redis
+    down: logged; such answers then expire with their TTL, one hour by default)."""
+    try:
+        llm_cache.invalidate_tenant(tenant_id)
+    except Exception as exc:
+        logger.error("llm cache of tenant %s not invalidated after an erasure: %s",
+                     tenant_id, exc)
 
 
 def _soft_delete(ctx: TenantContext, memories: list[Memory]) -> int:

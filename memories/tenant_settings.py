@@ -4,7 +4,11 @@ Shape (JSON, camelCase)::
 
     {"search": {"defaultThreshold": 0.7},
      "recall": {"scoreWeights": {"default": {...}, "health": {...}},
-                "recencyHalfLifeDays": 30}}
+                "recencyHalfLifeDays": 30},
+     "llm": {"budget": {"period": "month", "tokens": 2000000, "cost": 25.0},
+             "cacheTtlSeconds": 3600}}
+
+(``llm``: the language-model budget and cache, ``llm.budgets``.)
 
 Score weights are importable from a TOML file in seed 002's ``butler.toml`` form:
 ``score_weights = { relevance = 0.6, importance = 0.1, recency = 0.2, confidence = 0.1 }``
@@ -18,6 +22,7 @@ import math
 import tomllib
 from typing import Any
 
+from llm.budgets import validate_llm_settings
 from memories.recall import validate_weights
 from memory_project.errors import InvalidInput
 from memory_project.validation import unstorable_text
@@ -30,6 +35,7 @@ ALLOWED = {
     "recall": {"scoreWeights", "recencyHalfLifeDays"},
     "lifecycle": {"deletedRetentionDays", "importance", "decay", "consolidation", "pruning",
                   "sessionCleanup", "promotionTargetLayer"},
+    "llm": {"budget", "cacheTtlSeconds"},
 }
 SESSION_CLEANUP_KEYS = {"autoDelete", "retentionPeriod", "promoteImportant",
                         "promotionThreshold"}
@@ -84,6 +90,7 @@ def validate_settings_patch(patch: Any) -> dict[str, Any]:
                                    "100 characters.")
             weights[scope] = validate_weights(value)
     validate_lifecycle(patch.get("lifecycle", {}))
+    validate_llm_settings(patch.get("llm"))
     half_life = recall.get("recencyHalfLifeDays")
     if half_life is not None and not _days(half_life):
         raise InvalidInput(f"recall.recencyHalfLifeDays must be a number within (0, {MAX_DAYS}].",

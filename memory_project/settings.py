@@ -169,6 +169,7 @@ INSTALLED_APPS = [
     "tenants",
     "memories",
     "governance",
+    "llm",
     "graph",
     "summaries",
     "jobs",
@@ -331,6 +332,31 @@ HEAVY_WORK_REQUEST_BUDGET_SECONDS = env_float("HEAVY_WORK_REQUEST_BUDGET_SECONDS
 # Texts whose PII scan is estimated cheaper than this (in digit-equivalents, see
 # governance/pii_guard.py) are scanned in the calling thread.
 PII_INLINE_COST = env_int("PII_INLINE_COST", 400)
+# --- language model (README "Language model"; llm/config.py) -------------------------------
+# An OpenAI-compatible server (OpenAI, vLLM, Ollama, LM Studio, llama.cpp). Unset: the local
+# model that run_stack serves on 127.0.0.1:LLM_LOCAL_PORT.
+LLM_BASE_URL = env_str("LLM_BASE_URL", "")
+LLM_API_KEY = env_str("LLM_API_KEY", "")
+LLM_MODEL = env_str("LLM_MODEL", "")
+LLM_MODELS = env_str("LLM_MODELS", "")  # JSON: {purpose: {layer|"default": model}}
+LLM_PRICES = env_str("LLM_PRICES", "")  # JSON: {model: {"prompt": $/M, "completion": $/M}}
+LLM_TIMEOUTS = env_str("LLM_TIMEOUTS", "")  # JSON: {purpose: seconds}
+LLM_OFFLINE = env_bool("LLM_OFFLINE", False)  # every purpose answers with its fallback
+# Whether LLM_BASE_URL leaves this machine (then content is PII-redacted under the tenant's
+# policies first): auto (any host but loopback), yes, or no.
+LLM_REMOTE = env_str("LLM_REMOTE", "auto")
+# The packaged local model (llm/weights.py), or "none" for no local model at all.
+LLM_LOCAL_MODEL = env_str("LLM_LOCAL_MODEL", "qwen2.5-coder-1.5b")
+LLM_LOCAL_PORT = env_int("LLM_LOCAL_PORT", 8091)
+LLM_LOCAL_THREADS = env_int("LLM_LOCAL_THREADS", 2)
+LLM_LOCAL_NICE = env_int("LLM_LOCAL_NICE", 10)
+LLM_LOCAL_CONTEXT = env_int("LLM_LOCAL_CONTEXT", 4096)
+# Model calls at once per process, attempts per call, the longest answer read (characters),
+# and the per-process level of the cache of identical requests (entries).
+LLM_MAX_CONCURRENCY = env_int("LLM_MAX_CONCURRENCY", 2)
+LLM_RETRY_ATTEMPTS = env_int("LLM_RETRY_ATTEMPTS", 3)
+LLM_MAX_RESPONSE_CHARS = env_int("LLM_MAX_RESPONSE_CHARS", 100_000)
+LLM_CACHE_SIZE = env_int("LLM_CACHE_SIZE", 10_000)
 # --- observability (README "Observability") --------------------------------------------------
 # /metrics answers a Bearer METRICS_TOKEN (when set) or a caller from these networks.
 METRICS_TOKEN = env_str("METRICS_TOKEN")

@@ -5,6 +5,8 @@ default), so the first request does not wait seconds for it, and then freezes th
 it holds (``gc.freeze``): the model's hundreds of thousands of objects leave the cyclic
 garbage collector's view, whose full collections would otherwise stall a request now and
 then.
+It also marks the process as a web worker (``MEMORY_WEB_PROCESS``), where ``llm.runner``
+refuses model calls.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import os
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_project.settings")
+# Language-model calls take seconds: llm.runner refuses them in a web worker (they belong in
+# Celery tasks or commands).
+os.environ["MEMORY_WEB_PROCESS"] = "1"
 application = get_wsgi_application()
 
 from django.conf import settings  # noqa: E402  (after Django is set up)

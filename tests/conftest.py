@@ -105,6 +105,25 @@ def _search_in_one_transaction(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _language_model_offline(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test reaches a language model unless it starts one and points the settings at it
+    (``tests/test_llm_*.py``): every purpose answers with its offline fallback, and each test
+    starts with empty LLM clients, caches and readiness report. (A test that imports
+    ``memory_project.wsgi`` marks this process a web worker; the tests are not one.)"""
+    from llm import cache, client, health
+
+    monkeypatch.delenv("MEMORY_WEB_PROCESS", raising=False)
+    settings.LLM_OFFLINE = True
+    client.reset()
+    cache.clear_local()
+    health.reset()
+    yield
+    client.reset()
+    cache.clear_local()
+    health.reset()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_breakers() -> Iterator[None]:
     """Circuit breakers and the rate limiter's client are per process: start each test
     with closed circuits, so one test's failures cannot open another's."""

@@ -1,9 +1,11 @@
 """``manage.py run_stack``: migrate, make sure the demo tenant exists, then serve.
 
-Starts gunicorn (the API at http://HOST:PORT), a Celery worker and Celery beat as child
-processes, with the database and Redis URLs of this process (the embedded ones when
-``DATABASE_URL``/``REDIS_URL`` are unset). Ctrl-C (or SIGTERM) stops all of them; the
-embedded PostgreSQL and Redis stop with this process and keep their data under ``var/``.
+Starts gunicorn (the API at http://HOST:PORT), a Celery worker, Celery beat and the local
+language model's server (``llm_serve``, unless ``LLM_BASE_URL`` names another server,
+``LLM_LOCAL_MODEL=none`` or ``LLM_OFFLINE``) as child processes, with the database and
+Redis URLs of this process (the embedded ones when ``DATABASE_URL``/``REDIS_URL`` are unset).
+Ctrl-C (or SIGTERM) stops all of them; the embedded PostgreSQL and Redis stop with this
+process and keep their data under ``var/``.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class Command(BaseCommand):
             "PROMETHEUS_MULTIPROC_DIR": _prometheus_dir(),
         }
         commands = {"web": self._gunicorn(options["host"], options["port"])}
+        if _serves_local_model():
+            commands["llm"] = [sys.executable, str(settings.BASE_DIR / "manage.py"), "llm_serve"]
         if not options["no_celery"]:
             bin_dir = os.path.dirname(sys.executable)
             celery = os.path.join(bin_dir, "celery")
@@ -146,6 +150,12 @@ class Command(BaseCommand):
         self._say("stopped")
         if exit_code:
             sys.exit(exit_code)
+
+
+def _serves_local_model() -> bool:
+    """Whether this stack runs the packaged local model (nothing else is configured)."""
+    return not (settings.LLM_BASE_URL or settings.LLM_OFFLINE
+                or settings.LLM_LOCAL_MODEL in ("", "none"))
 
 
 def _prometheus_dir() -> str:
