@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console.views import dashboard, home, memories, policies, reviews, settings
+from console.views import dashboard, home, llm_usage, memories, policies, reviews, settings
 
 app_name = "console"
 
@@ -33,6 +33,7 @@ urlpatterns = [
          name="review-decide"),
     path("t/<slug:tenant_slug>/reviews/<uuid:item_id>/", reviews.review_detail,
          name="review"),
+    path("t/<slug:tenant_slug>/llm/", llm_usage.llm_usage, name="llm-usage"),
     path("t/<slug:tenant_slug>/settings/", settings.tenant_settings, name="settings"),
     path("t/<slug:tenant_slug>/settings/keys/", settings.key_create, name="key-create"),
     path("t/<slug:tenant_slug>/settings/keys/<uuid:key_id>/revoke/", settings.key_revoke,

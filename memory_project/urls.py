@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/v1/", include("memories.api.urls")),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("governance.api.urls")),
+    path("api/v1/", include("llm.api.urls")),
     path("api/v1/sessions/<str:session_id>/close", SessionCloseView.as_view(),
          name="session-close"),
     path("metrics", metrics.metrics_view, name="prometheus-django-metrics"),

@@ -94,6 +94,7 @@ PERMISSIONS: dict[str, tuple[str, str, Rule]] = {
     "review.approve": ("POST", "/reviews/{id}/approve", Rule(_V, False)),
     "review.reject": ("POST", "/reviews/{id}/reject", Rule(_V, False)),
     "audit.list": ("GET", "/audit", Rule(_M, False)),
+    "llm.usage": ("GET", "/llm/usage", Rule(_M, False)),
     "org.list": ("GET", "/orgs", Rule(_R, True)),
     "org.get": ("GET", "/orgs/{id}", Rule(_R, True)),
     "org.create": ("POST", "/orgs", Rule(_M, False)),

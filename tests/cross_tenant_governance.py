@@ -10,6 +10,7 @@ from django.http import JsonResponse
 
 from governance.models import ReviewItem, ReviewKind
 from governance.services import policy_create
+from llm.services import usage_record
 from tenants.context import tenant_scope
 
 P, R = "/api/v1/policies", "/api/v1/reviews"
@@ -20,13 +21,16 @@ MISSING = {"policy": "01a1fb00-0000-7000-8000-000000000001",
 
 
 def populate(b: Any) -> dict[str, str]:
-    """Give tenant B a policy, a pending review item and an open session."""
+    """Give tenant B a policy, a pending review item, language-model usage and an open
+    session."""
     with tenant_scope(b.ctx):
         policy = policy_create(b.ctx, data={"name": "policy-of-b",
                                             "denied_terms": ["falcon-secret"]})
         review = ReviewItem.objects.create(tenant_id=b.ctx.tenant_id,
                                            kind=ReviewKind.PROMOTION_BLOCKED,
                                            reason="sensitive", preview="preview of b")
+        usage_record(b.ctx, purpose="entities", model="model-of-b", outcome="ok",
+                     prompt_tokens=1234, completion_tokens=56)
     b.add("Globex session note", "session",
           identifiers={"userId": "u1", "sessionId": "sess-of-b"}, importance=0.9)
     return {"policy": str(policy.pk), "review": str(review.pk), "session": "sess-of-b",
@@ -94,6 +98,10 @@ def register(case: Any, post: Any) -> None:
     @case("audit-list", "get")
     def list_audit(a: Any, t: dict[str, str]) -> Any:
         return a.client.get("/api/v1/audit?action=policy_created")
+
+    @case("llm-usage", "get")
+    def usage_of_llm(a: Any, t: dict[str, str]) -> Any:
+        return a.client.get("/api/v1/llm/usage")
 
     @case("session-close", "post")
     def close_anothers_session(a: Any, t: dict[str, str]) -> Any:

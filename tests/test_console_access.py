@@ -67,7 +67,8 @@ def pages(slug: str, objs: dict[str, Any]) -> list[str]:
     base = f"/console/t/{slug}"
     return [f"{base}/", f"{base}/memories/", f"{base}/memories/{objs['memory']}/",
             f"{base}/policies/", f"{base}/policies/new/", f"{base}/policies/{objs['policy']}/",
-            f"{base}/reviews/", f"{base}/reviews/{objs['item']}/", f"{base}/settings/"]
+            f"{base}/reviews/", f"{base}/reviews/{objs['item']}/", f"{base}/settings/",
+            f"{base}/llm/"]
 
 
 def posts(slug: str, objs: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -284,3 +284,23 @@ def test_create_console_user_links_a_user_to_one_tenant(tenant_a: Any, tenant_b:
         assert ConsoleMembership.objects.get().role == "admin"
     with tenant_scope(tenant_b.ctx):
         assert not ConsoleMembership.objects.exists()
+
+
+def test_the_language_model_page_shows_the_periods_usage_against_the_budget(
+        tenant_a: Any, tenant_b: Any, admin: Client) -> None:
+    from llm.services import usage_record
+
+    tenant_a.client.patch("/api/v1/settings", {"llm": {"budget": {"tokens": 5000}}},
+                          format="json")
+    with tenant_scope(tenant_a.ctx):
+        usage_record(tenant_a.ctx, purpose="summarize", model="local", outcome="ok",
+                     prompt_tokens=1200, completion_tokens=300)
+    with tenant_scope(tenant_b.ctx):
+        usage_record(tenant_b.ctx, purpose="entities", model="model-of-globex", outcome="ok",
+                     prompt_tokens=7, completion_tokens=7)
+    response = admin.get(url(tenant_a, "llm/"))
+    assert response.status_code == 200
+    page = text(response)
+    assert re.search(r'id="llm-tokens">1500</span> tokens used of 5000', page)
+    assert "<td>summarize</td><td>local</td><td>ok</td><td>1</td><td>1200</td>" in page
+    assert "model-of-globex" not in page

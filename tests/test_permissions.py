@@ -52,6 +52,7 @@ CALLS: dict[str, tuple[str, str, Any]] = {
     "review.approve": ("post", f"/api/v1/reviews/{MISSING}/approve", {}),
     "review.reject": ("post", f"/api/v1/reviews/{MISSING}/reject", {}),
     "audit.list": ("get", "/api/v1/audit", None),
+    "llm.usage": ("get", "/api/v1/llm/usage", None),
     **{f"{level}.{op}": call for level, path in (("org", "orgs"), ("team", "teams"),
                                                   ("project", "projects"))
        for op, call in {
