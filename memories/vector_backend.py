@@ -43,9 +43,9 @@ from vectors.base import (
     MetadataValue,
     SearchHit,
     SearchQuery,
-    Unhealthy,
     VectorBackend,
     VectorRecord,
+    unhealthy,
 )
 from vectors.config import BackendSettings, PgvectorSettings
 from vectors.errors import BackendRequestFailed
@@ -86,6 +86,7 @@ class PgvectorBackend(VectorBackend):
     """The pgvector adapter (see the module docstring)."""
 
     name = "pgvector"
+    runs_in_caller_thread = True
 
     def __init__(self, settings: PgvectorSettings) -> None:
         self.settings = settings
@@ -137,8 +138,7 @@ class PgvectorBackend(VectorBackend):
                 cursor.execute("SELECT '[1,0]'::vector <=> '[0,1]'::vector")
                 cursor.fetchone()
         except Exception as exc:
-            return Unhealthy(details=f"{type(exc).__name__}: {exc}"[:500],
-                             latency_ms=(time.perf_counter() - start) * 1000)
+            return unhealthy(exc, start)
         return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
 
     def _upsert(self, tenant_id: str, records: Sequence[VectorRecord]) -> int:

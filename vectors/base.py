@@ -137,6 +137,19 @@ class Unhealthy:
 HealthStatus: TypeAlias = Healthy | Unhealthy
 
 
+def unhealthy(exc: BaseException, started: float) -> Unhealthy:
+    """``Unhealthy`` for a health probe that raised ``exc``; ``started`` is the probe's
+    ``time.perf_counter()`` at its start. Details name the error and its cause."""
+    import time
+
+    details = f"{type(exc).__name__}: {exc}"
+    cause = getattr(exc, "details", {}).get("error") or (exc.__cause__ and str(exc.__cause__))
+    if cause:
+        details = f"{details} ({cause})"
+    return Unhealthy(details=details[:500], latency_ms=(time.perf_counter() - started) * 1000,
+                     error_code=getattr(exc, "code", "BACKEND_UNAVAILABLE"))
+
+
 class VectorBackend(ABC):
     """The trait every vector backend implements; all operations are async and take the
     tenant they are bounded to. Implementations raise the errors of ``vectors.errors``
@@ -144,6 +157,9 @@ class VectorBackend(ABC):
 
     #: The backend's name in configuration (``VECTOR_BACKEND``), metrics and breakers.
     name: ClassVar[str] = ""
+    #: Run in the calling thread (``vectors.runner``): the backend uses the caller's
+    #: database connection and transaction (pgvector).
+    runs_in_caller_thread: ClassVar[bool] = False
 
     @abstractmethod
     async def health_check(self, tenant_id: str | None = None) -> HealthStatus:

@@ -51,6 +51,9 @@ class InvalidBackendConfig(MemoryServiceError):
             details={"backend": backend, "supportedBackends": list(supported), **details},
         )
 
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
 
 class BackendRequestFailed(ProviderError):
     """``PROVIDER_ERROR`` (HTTP 502): the backend refused the request (bad request, missing

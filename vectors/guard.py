@@ -58,6 +58,7 @@ class GuardedBackend(VectorBackend):
     def __init__(self, inner: VectorBackend) -> None:
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]
+        self.runs_in_caller_thread = inner.runs_in_caller_thread  # type: ignore[misc]
         self._capabilities: Capabilities | None = None
 
     @property

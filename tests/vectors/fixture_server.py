@@ -143,7 +143,7 @@ class FixtureServer:
         outer = self
 
         class _Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+            protocol_version = "HTTP/1.0"  # one request per connection: stop() is a real outage
 
             def log_message(self, format: str, *args: Any) -> None:
                 return

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -43,9 +44,9 @@ from vectors.base import (
     Healthy,
     SearchHit,
     SearchQuery,
-    Unhealthy,
     VectorBackend,
     VectorRecord,
+    unhealthy,
 )
 from vectors.config import BackendSettings, PineconeSettings
 from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
@@ -83,8 +84,7 @@ class PineconeBackend(VectorBackend):
             index = await self._data_plane()
             await self._call(index.describe_index_stats)
         except Exception as exc:
-            return Unhealthy(details=f"{type(exc).__name__}: {exc}"[:500],
-                             latency_ms=(time.perf_counter() - start) * 1000)
+            return unhealthy(exc, start)
         return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
 
     async def capabilities(self) -> Capabilities:
@@ -182,7 +182,9 @@ class PineconeBackend(VectorBackend):
     async def _data_plane(self) -> Any:
         if self._index is None:
             host = self.settings.host or await self._index_host()
-            self._index = await self.client.index(host=host)
+            index = await self.client.index(host=host)
+            _without_sdk_retries(index)
+            self._index = index
         return self._index
 
     async def _index_host(self) -> str:
@@ -231,6 +233,20 @@ class PineconeBackend(VectorBackend):
                 raise BackendRequestFailed("Pinecone: not found.", details=details) from exc
             raise BackendRequestFailed("Pinecone refused the request.", details=details) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _without_sdk_retries(index: Any) -> None:
+    """Turn off the SDK's own data-plane retries (3 by default, for 429 and 5xx), so that
+    rate limits are retried and counted here and outages reach the circuit breaker at once.
+
+    pinecone 10.2 offers ``retry_config`` only to the control-plane client; its data-plane
+    ``AsyncIndex`` builds its HTTP client lazily from ``_http._config``. The operations test
+    counts the requests a rate-limited call makes, so a change of this internal shows up.
+    """
+    http = getattr(index, "_http", None)
+    config = getattr(http, "_config", None)
+    if config is not None and hasattr(config, "retry_config"):
+        http._config = dataclasses.replace(config, retry_config=RetryConfig(max_retries=0))  # type: ignore[union-attr]
 
 
 def build(settings: BackendSettings) -> PineconeBackend:

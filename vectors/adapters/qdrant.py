@@ -32,9 +32,9 @@ from vectors.base import (
     Healthy,
     SearchHit,
     SearchQuery,
-    Unhealthy,
     VectorBackend,
     VectorRecord,
+    unhealthy,
 )
 from vectors.config import BackendSettings, QdrantSettings
 from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
@@ -112,8 +112,7 @@ class QdrantBackend(VectorBackend):
         try:
             await self.client.get_collections()
         except Exception as exc:
-            return Unhealthy(details=f"{type(exc).__name__}: {exc}"[:500],
-                             latency_ms=(time.perf_counter() - start) * 1000)
+            return unhealthy(exc, start)
         return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
 
     async def capabilities(self) -> Capabilities:
