@@ -14,11 +14,12 @@ from django.utils import timezone
 from memory_project.resilience import reset_breakers
 from tests.vectors.cases import Case, emulated, unit_vector
 from tests.vectors.emulators.pinecone import PineconeEmulator
+from tests.vectors.emulators.vertex_ai import VertexAiEmulator
 from vectors.base import VectorRecord
 from vectors.config import load_config
 from vectors.registry import build
 
-BACKENDS = ["pgvector", "qdrant", "pinecone"]
+BACKENDS = ["pgvector", "qdrant", "pinecone", "vertex_ai"]
 
 
 @pytest.fixture(autouse=True)
@@ -73,6 +74,7 @@ def case(request: pytest.FixtureRequest) -> Iterator[Case]:
 
 _servers: dict[str, Any] = {
     "pinecone": PineconeEmulator,
+    "vertex_ai": VertexAiEmulator,
 }
 
 
@@ -81,4 +83,9 @@ def _environ(name: str, server: Any) -> dict[str, str]:
         return {"PINECONE_API_KEY": "test-key", "PINECONE_INDEX": "memories",
                 "PINECONE_CONTROL_PLANE_HOST": server.url, "PINECONE_BACKOFF_SECONDS": "0.01",
                 "PINECONE_BACKOFF_MAX_SECONDS": "0.05"}
+    if name == "vertex_ai":
+        return {"VERTEX_AI_PROJECT": "memory-test", "VERTEX_AI_LOCATION": "us-central1",
+                "VERTEX_AI_INDEX": "memories", "VERTEX_AI_INDEX_ENDPOINT": "memories-endpoint",
+                "VERTEX_AI_DEPLOYED_INDEX_ID": "memories_deployed",
+                "VERTEX_AI_API_ENDPOINT": server.url, "VERTEX_AI_CREDENTIALS_FILE": "anonymous"}
     raise KeyError(name)
