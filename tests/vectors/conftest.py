@@ -13,13 +13,14 @@ from django.utils import timezone
 
 from memory_project.resilience import reset_breakers
 from tests.vectors.cases import Case, emulated, unit_vector
+from tests.vectors.emulators.databricks import DatabricksEmulator
 from tests.vectors.emulators.pinecone import PineconeEmulator
 from tests.vectors.emulators.vertex_ai import VertexAiEmulator
 from vectors.base import VectorRecord
 from vectors.config import load_config
 from vectors.registry import build
 
-BACKENDS = ["pgvector", "qdrant", "pinecone", "vertex_ai"]
+BACKENDS = ["pgvector", "qdrant", "pinecone", "vertex_ai", "databricks"]
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +76,7 @@ def case(request: pytest.FixtureRequest) -> Iterator[Case]:
 _servers: dict[str, Any] = {
     "pinecone": PineconeEmulator,
     "vertex_ai": VertexAiEmulator,
+    "databricks": DatabricksEmulator,
 }
 
 
@@ -88,4 +90,8 @@ def _environ(name: str, server: Any) -> dict[str, str]:
                 "VERTEX_AI_INDEX": "memories", "VERTEX_AI_INDEX_ENDPOINT": "memories-endpoint",
                 "VERTEX_AI_DEPLOYED_INDEX_ID": "memories_deployed",
                 "VERTEX_AI_API_ENDPOINT": server.url, "VERTEX_AI_CREDENTIALS_FILE": "anonymous"}
+    if name == "databricks":
+        return {"DATABRICKS_HOST": server.url, "DATABRICKS_TOKEN": "dapi-test",
+                "DATABRICKS_ENDPOINT": "memory-endpoint", "DATABRICKS_CATALOG": "main",
+                "DATABRICKS_WAREHOUSE_ID": "wh-1", "DATABRICKS_GRANT_PRINCIPAL": "memory-readers"}
     raise KeyError(name)

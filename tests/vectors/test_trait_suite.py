@@ -156,13 +156,31 @@ def test_hybrid_search_uses_keywords_when_supported(case: Case) -> None:
         return
     tenant = case.tenants[0]
     items = records(8, "hybrid")
+    opposite = tuple(-x for x in items[0].vector)  # the last by vector similarity
+    special = type(items[0])(id=items[5].id, vector=opposite, metadata=items[5].metadata,
+                             text="the zebra crossing")
+    case.store(tenant, [*items[:5], special, *items[6:]])
+    with case.scope(tenant):
+        by_vector = run(case.backend.search, tenant,
+                        SearchQuery(vector=items[0].vector, limit=3))
+        hybrid = run(case.backend.search, tenant, SearchQuery(
+            vector=items[0].vector, text="zebra", hybrid=True, limit=3))
+    assert items[5].id not in {h.id for h in by_vector}
+    assert hybrid[0].id == items[5].id  # the only keyword match, fused in by the backend
+
+
+def test_qdrant_weighs_the_two_rankings_by_alpha() -> None:
+    from tests.vectors.cases import emulated
+
+    case = emulated("qdrant", None, {"QDRANT_PATH": ":memory:"})
+    tenant = case.tenants[0]
+    items = records(8, "alpha")
     special = type(items[0])(id=items[5].id, vector=items[5].vector,
                              metadata=items[5].metadata, text="the zebra crossing")
     case.store(tenant, [*items[:5], special, *items[6:]])
-    with case.scope(tenant):
-        keyword_led = run(case.backend.search, tenant, SearchQuery(
-            vector=items[0].vector, text="zebra", hybrid=True, alpha=0.1, limit=3))
-        vector_led = run(case.backend.search, tenant, SearchQuery(
-            vector=items[0].vector, text="zebra", hybrid=True, alpha=1.0, limit=3))
+    keyword_led = run(case.backend.search, tenant, SearchQuery(
+        vector=items[0].vector, text="zebra", hybrid=True, alpha=0.1, limit=3))
+    vector_only = run(case.backend.search, tenant, SearchQuery(
+        vector=items[0].vector, text="zebra", hybrid=True, alpha=1.0, limit=3))
     assert keyword_led[0].id == items[5].id
-    assert vector_led[0].id == items[0].id
+    assert vector_only[0].id == items[0].id

@@ -28,7 +28,8 @@ def keeps(datapoint: dict[str, Any], query: dict[str, Any]) -> bool:
         numbers[restrict["namespace"]] = float(value)
     for restrict in query.get("numericRestricts", []):
         wanted = restrict.get("valueInt", restrict.get("valueDouble", restrict.get("valueFloat")))
-        if restrict.get("op") not in ("EQUAL", EQUAL) or numbers.get(restrict["namespace"]) != float(wanted):
+        value = numbers.get(restrict["namespace"])
+        if restrict.get("op") not in ("EQUAL", EQUAL) or value != float(wanted):
             return False
     return True
 
