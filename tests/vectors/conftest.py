@@ -14,13 +14,14 @@ from django.utils import timezone
 from memory_project.resilience import reset_breakers
 from tests.vectors.cases import Case, emulated, unit_vector
 from tests.vectors.emulators.databricks import DatabricksEmulator
+from tests.vectors.emulators.mongodb import MongoEmulator
 from tests.vectors.emulators.pinecone import PineconeEmulator
 from tests.vectors.emulators.vertex_ai import VertexAiEmulator
 from vectors.base import VectorRecord
 from vectors.config import load_config
 from vectors.registry import build
 
-BACKENDS = ["pgvector", "qdrant", "pinecone", "vertex_ai", "databricks"]
+BACKENDS = ["pgvector", "qdrant", "pinecone", "mongodb", "vertex_ai", "databricks"]
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +76,7 @@ def case(request: pytest.FixtureRequest) -> Iterator[Case]:
 
 _servers: dict[str, Any] = {
     "pinecone": PineconeEmulator,
+    "mongodb": MongoEmulator,
     "vertex_ai": VertexAiEmulator,
     "databricks": DatabricksEmulator,
 }
@@ -85,6 +87,8 @@ def _environ(name: str, server: Any) -> dict[str, str]:
         return {"PINECONE_API_KEY": "test-key", "PINECONE_INDEX": "memories",
                 "PINECONE_CONTROL_PLANE_HOST": server.url, "PINECONE_BACKOFF_SECONDS": "0.01",
                 "PINECONE_BACKOFF_MAX_SECONDS": "0.05"}
+    if name == "mongodb":
+        return {"MONGODB_URI": server.uri, "MONGODB_TIMEOUT_SECONDS": "3"}
     if name == "vertex_ai":
         return {"VERTEX_AI_PROJECT": "memory-test", "VERTEX_AI_LOCATION": "us-central1",
                 "VERTEX_AI_INDEX": "memories", "VERTEX_AI_INDEX_ENDPOINT": "memories-endpoint",
