@@ -93,7 +93,8 @@ class SearchQuery:
         hybrid: fuse vector and keyword ranking (only with ``text``; backends without
             ``supports_hybrid_search`` reject it).
         alpha: weight of the vector ranking in the fusion, in [0, 1] (1 = vector only);
-            Weaviate's convention, applied as RRF weights where the backend fuses by rank.
+            Weaviate's convention, applied as RRF weights where the backend fuses by rank;
+            ``None``: the backend's configured default (0.5 unless set).
         min_score: drop hits scoring below this (vector-only searches); for cosine a
             similarity, for Vertex AI passed on as its distance threshold.
     """
@@ -103,7 +104,7 @@ class SearchQuery:
     filter: Filter | None = None
     text: str = ""
     hybrid: bool = False
-    alpha: float = 0.5
+    alpha: float | None = None
     min_score: float | None = None
 
 
@@ -160,6 +161,9 @@ class VectorBackend(ABC):
     #: Run in the calling thread (``vectors.runner``): the backend uses the caller's
     #: database connection and transaction (pgvector).
     runs_in_caller_thread: ClassVar[bool] = False
+    #: Seconds one operation may take, client retries included (``None``: unbounded); the
+    #: guard fails a slower one with ``BACKEND_UNAVAILABLE``.
+    operation_timeout: float | None = None
 
     @abstractmethod
     async def health_check(self, tenant_id: str | None = None) -> HealthStatus:

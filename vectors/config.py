@@ -38,11 +38,17 @@ DEFAULT_DIMENSIONS = 384
 @dataclass(frozen=True)
 class BackendSettings:
     """Settings every backend has. ``REQUIRED``: groups of settings of which at least one
-    must be set; ``CHOICES``: allowed values per setting."""
+    must be set; ``CHOICES``: allowed values per setting.
+
+    ``timeout_seconds`` bounds one request to the backend; ``operation_timeout_seconds`` one
+    trait operation, retries of the client library included (Weaviate's client retries an
+    unavailable server for about 30 s; the memory system should fall back sooner).
+    """
 
     dimensions: int = DEFAULT_DIMENSIONS
     distance: str = DistanceMetric.COSINE.value
     timeout_seconds: float = 10.0
+    operation_timeout_seconds: float = 30.0
 
     REQUIRED: ClassVar[tuple[tuple[str, ...], ...]] = ()
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {

@@ -21,6 +21,7 @@ raises, and counts ``vector_backend_health_check_failed_total`` when unhealthy.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -139,7 +140,7 @@ class GuardedBackend(VectorBackend):
         with tracer.start_as_current_span(f"vector.{operation}") as span:
             span.set_attribute("vector.backend", self.name)
             try:
-                return await self.breaker.acall(func, *args, **kwargs)
+                return await self.breaker.acall(self._bounded, operation, func, *args, **kwargs)
             except CircuitOpenError as exc:
                 status = "error"
                 error: MemoryServiceError = BackendCircuitOpen(
@@ -164,6 +165,20 @@ class GuardedBackend(VectorBackend):
                 elapsed_ms = (time.perf_counter() - start) * 1000
                 metrics.OPERATION_DURATION.labels(self.name, operation).observe(elapsed_ms)
                 metrics.OPERATIONS.labels(self.name, operation, status).inc()
+
+    async def _bounded(self, operation: str, func: Callable[..., Awaitable[T]], *args: Any,
+                       **kwargs: Any) -> T:
+        """``func`` within the backend's ``operation_timeout`` (a breaker failure if not)."""
+        deadline = self.inner.operation_timeout
+        if deadline is None:
+            return await func(*args, **kwargs)
+        try:
+            return await asyncio.wait_for(func(*args, **kwargs), timeout=deadline)
+        except TimeoutError:
+            raise BackendUnavailable(
+                f"The {self.name} vector backend did not answer within {deadline:g} s.",
+                operation=f"vector.{operation}",
+                details={"backend": self.name, "timeoutSeconds": deadline}) from None
 
     def _record_error(self, span: Any, error: MemoryServiceError) -> None:
         metrics.ERRORS.labels(self.name, error.code).inc()

@@ -17,11 +17,12 @@ from tests.vectors.emulators.databricks import DatabricksEmulator
 from tests.vectors.emulators.mongodb import MongoEmulator
 from tests.vectors.emulators.pinecone import PineconeEmulator
 from tests.vectors.emulators.vertex_ai import VertexAiEmulator
+from tests.vectors.emulators.weaviate import WeaviateEmulator
 from vectors.base import VectorRecord
 from vectors.config import load_config
 from vectors.registry import build
 
-BACKENDS = ["pgvector", "qdrant", "pinecone", "mongodb", "vertex_ai", "databricks"]
+BACKENDS = ["pgvector", "qdrant", "weaviate", "pinecone", "mongodb", "vertex_ai", "databricks"]
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +76,7 @@ def case(request: pytest.FixtureRequest) -> Iterator[Case]:
 
 
 _servers: dict[str, Any] = {
+    "weaviate": WeaviateEmulator,
     "pinecone": PineconeEmulator,
     "mongodb": MongoEmulator,
     "vertex_ai": VertexAiEmulator,
@@ -87,6 +89,9 @@ def _environ(name: str, server: Any) -> dict[str, str]:
         return {"PINECONE_API_KEY": "test-key", "PINECONE_INDEX": "memories",
                 "PINECONE_CONTROL_PLANE_HOST": server.url, "PINECONE_BACKOFF_SECONDS": "0.01",
                 "PINECONE_BACKOFF_MAX_SECONDS": "0.05"}
+    if name == "weaviate":
+        return {"WEAVIATE_URL": server.url, "WEAVIATE_GRPC_PORT": str(server.grpc_port),
+                "WEAVIATE_TIMEOUT_SECONDS": "3", "WEAVIATE_OPERATION_TIMEOUT_SECONDS": "2"}
     if name == "mongodb":
         return {"MONGODB_URI": server.uri, "MONGODB_TIMEOUT_SECONDS": "3"}
     if name == "vertex_ai":

@@ -164,7 +164,7 @@ def test_hybrid_search_uses_keywords_when_supported(case: Case) -> None:
         by_vector = run(case.backend.search, tenant,
                         SearchQuery(vector=items[0].vector, limit=3))
         hybrid = run(case.backend.search, tenant, SearchQuery(
-            vector=items[0].vector, text="zebra", hybrid=True, limit=3))
+            vector=items[0].vector, text="zebra", hybrid=True, alpha=0.4, limit=3))
     assert items[5].id not in {h.id for h in by_vector}
     assert hybrid[0].id == items[5].id  # the only keyword match, fused in by the backend
 

@@ -70,6 +70,7 @@ class DatabricksBackend(VectorBackend):
 
     def __init__(self, settings: DatabricksSettings) -> None:
         self.settings = settings
+        self.operation_timeout = settings.operation_timeout_seconds
         auth: dict[str, Any] = ({"token": settings.token} if settings.token else
                                 {"client_id": settings.client_id,
                                  "client_secret": settings.client_secret})

@@ -51,6 +51,7 @@ class MongodbBackend(VectorBackend):
 
     def __init__(self, settings: MongodbSettings) -> None:
         self.settings = settings
+        self.operation_timeout = settings.operation_timeout_seconds
         self.client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
             settings.uri, serverSelectionTimeoutMS=int(settings.timeout_seconds * 1000),
             connectTimeoutMS=int(settings.timeout_seconds * 1000),

@@ -73,6 +73,7 @@ class PineconeBackend(VectorBackend):
 
     def __init__(self, settings: PineconeSettings) -> None:
         self.settings = settings
+        self.operation_timeout = settings.operation_timeout_seconds
         self.client = AsyncPinecone(
             api_key=settings.api_key, host=settings.control_plane_host or None,
             timeout=settings.timeout_seconds, retry_config=RetryConfig(max_retries=0))
@@ -111,9 +112,9 @@ class PineconeBackend(VectorBackend):
                 raise BackendRequestFailed("Pinecone fuses sparse vectors only in a "
                                            "dotproduct index.", details={"backend": self.name})
             indices, values = sparse.query_vector(query.text)
-            vector = [query.alpha * x for x in vector]
-            sparse_vector = {"indices": indices,
-                             "values": [(1 - query.alpha) * v for v in values]}
+            alpha = 0.5 if query.alpha is None else query.alpha
+            vector = [alpha * x for x in vector]
+            sparse_vector = {"indices": indices, "values": [(1 - alpha) * v for v in values]}
         response = await self._call(
             index.query, vector=vector, top_k=query.limit, namespace=str(tenant_id),
             filter=pinecone_filter(query.filter), include_metadata=True,

@@ -87,6 +87,7 @@ class QdrantBackend(VectorBackend):
 
     def __init__(self, settings: QdrantSettings) -> None:
         self.settings = settings
+        self.operation_timeout = settings.operation_timeout_seconds
         if settings.url:
             self.client = AsyncQdrantClient(url=settings.url, api_key=settings.api_key or None,
                                             timeout=int(settings.timeout_seconds))
@@ -139,6 +140,7 @@ class QdrantBackend(VectorBackend):
             if query.hybrid and query.text:
                 indices, values = sparse.query_vector(query.text)
                 wide = max(query.limit * PREFETCH_FACTOR, 50)
+                alpha = 0.5 if query.alpha is None else query.alpha
                 result = await self.client.query_points(
                     name,
                     prefetch=[
@@ -149,7 +151,7 @@ class QdrantBackend(VectorBackend):
                                         using=SPARSE, limit=wide, filter=condition),
                     ],
                     query=models.RrfQuery(rrf=models.Rrf(
-                        k=RRF_K, weights=[query.alpha, 1.0 - query.alpha])),
+                        k=RRF_K, weights=[alpha, 1.0 - alpha])),
                     limit=query.limit, with_payload=True)
                 return [self._hit(p, fused=True) for p in result.points]
             threshold = query.min_score

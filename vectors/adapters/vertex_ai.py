@@ -96,6 +96,7 @@ class VertexAiBackend(VectorBackend):
 
     def __init__(self, settings: VertexAiSettings) -> None:
         self.settings = settings
+        self.operation_timeout = settings.operation_timeout_seconds
         endpoint = settings.api_endpoint or f"{settings.location}-aiplatform.googleapis.com"
         credentials = _credentials(settings)
         self.index_name = _resource(settings, "indexes", settings.index)
