@@ -176,7 +176,7 @@ class VertexAiSettings(BackendSettings):
     REQUIRED: ClassVar[tuple[tuple[str, ...], ...]] = (
         ("project",), ("location",), ("index",), ("index_endpoint",), ("deployed_index_id",))
     CLIENT_MODULE: ClassVar[str | None] = "google.cloud.aiplatform_v1"
-    EXTRA: ClassVar[str] = "requirements/vectors-vertex-ai.txt"
+    EXTRA: ClassVar[str] = "requirements/vectors-vertex_ai.txt"
 
 
 @dataclass(frozen=True)
