@@ -4,8 +4,11 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
+# The optional vector backends' client libraries (requirements/vectors-*.txt): the tests and
+# the benchmark exercise every adapter, so they install all of them.
+VECTOR_EXTRAS := $(VENV)/.vector-extras-installed
 
-.PHONY: venv run test lint bench fuzz clean
+.PHONY: venv run test lint bench fuzz clean vector-extra
 
 venv: $(STAMP)
 
@@ -22,7 +25,15 @@ $(STAMP): requirements.txt requirements-llm.txt
 run: venv
 	$(PY) manage.py run_stack
 
-test: venv
+$(VECTOR_EXTRAS): $(STAMP) $(wildcard requirements/vectors-*.txt)
+	$(PY) -m pip install --quiet -r requirements/vectors-all.txt
+	touch $(VECTOR_EXTRAS)
+
+# One backend's client library, e.g. `make vector-extra BACKEND=qdrant`.
+vector-extra: venv
+	$(PY) -m pip install --quiet -r requirements/vectors-$(BACKEND).txt
+
+test: venv $(VECTOR_EXTRAS)
 	$(PY) -m pytest
 
 # Schemathesis with many more examples per operation than `make test` runs (minutes).
@@ -34,7 +45,7 @@ lint: venv
 	$(PY) manage.py makemigrations --check --dry-run
 
 # Figures, not tests: ingest memories/s, REST search p50/p95 at 10k and 100k, LoCoMo recall@k.
-bench: venv
+bench: venv $(VECTOR_EXTRAS)
 	$(PY) manage.py bench
 
 clean:

@@ -8,3 +8,9 @@ class MemoriesConfig(AppConfig):
 
     name = "memories"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from memories.vector_backend import build
+        from vectors.registry import register
+
+        register("pgvector", build)

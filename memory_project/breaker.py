@@ -19,7 +19,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
@@ -111,6 +111,27 @@ class CircuitBreaker:
             self._after_call(trial, failed=True)
             raise
         except BaseException:  # interrupted: neither a success nor a failure of the backend
+            self._release_trial(trial)
+            raise
+        self._after_call(trial, failed=False)
+        return result
+
+    async def acall(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """:meth:`call` for a coroutine function: awaits ``func(*args, **kwargs)``.
+
+        Raises:
+            CircuitOpenError: the circuit is open, or half-open with its trial running.
+        """
+        trial = self._before_call()
+        try:
+            result = await func(*args, **kwargs)
+        except self.exclude:
+            self._after_call(trial, failed=False)
+            raise
+        except Exception:
+            self._after_call(trial, failed=True)
+            raise
+        except BaseException:  # cancelled: neither a success nor a failure of the backend
             self._release_trial(trial)
             raise
         self._after_call(trial, failed=False)

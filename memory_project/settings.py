@@ -167,6 +167,7 @@ INSTALLED_APPS = [
     "django_prometheus",
     "memory_project.apps.MemoryProjectConfig",
     "tenants",
+    "vectors",  # vector backends (pgvector's implementation is registered by memories)
     "memories",
     "governance",
     "llm",

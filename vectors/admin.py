@@ -1,0 +1,1 @@
+"""Nothing to administer: the vectors app has no models."""

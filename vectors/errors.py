@@ -1,0 +1,64 @@
+"""Errors of the vector backends, in the service's one error envelope.
+
+- ``INVALID_BACKEND_CONFIG`` (seed 001 "Invalid backend configuration"): an unknown backend
+  or missing settings; raised at start-up, ``details`` list the supported backends.
+- ``BACKEND_CIRCUIT_OPEN`` (``memory_project.errors.BackendCircuitOpen``): the backend's
+  breaker is open.
+- ``BACKEND_UNAVAILABLE``: the backend could not be reached (connection, timeout, 5xx).
+- ``PROVIDER_ERROR`` (:class:`BackendRequestFailed`): the backend answered with an error
+  that retrying will not fix (bad request, missing index, authentication).
+- ``RATE_LIMITED``: the backend asked us to slow down and retries ran out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memory_project.errors import (
+    BackendCircuitOpen,
+    BackendUnavailable,
+    MemoryServiceError,
+    ProviderError,
+    RateLimited,
+)
+
+__all__ = [
+    "BackendCircuitOpen",
+    "BackendRequestFailed",
+    "BackendUnavailable",
+    "InvalidBackendConfig",
+    "RateLimited",
+]
+
+
+class InvalidBackendConfig(MemoryServiceError):
+    """``INVALID_BACKEND_CONFIG`` (HTTP 500, not retryable): the vector backend configuration
+    names an unsupported backend or lacks a required setting.
+
+    ``details``: ``backend`` (the name asked for), ``supportedBackends`` (every name), and
+    ``missing`` / ``invalid`` (setting names) when those are the cause.
+    """
+
+    code = "INVALID_BACKEND_CONFIG"
+    status = 500
+    default_message = "The vector backend configuration is invalid."
+
+    def __init__(self, message: str, *, backend: str, supported: Sequence[str],
+                 **details: Any) -> None:
+        super().__init__(
+            f"{message} Supported backends: {', '.join(supported)}.",
+            details={"backend": backend, "supportedBackends": list(supported), **details},
+        )
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class BackendRequestFailed(ProviderError):
+    """``PROVIDER_ERROR`` (HTTP 502): the backend refused the request (bad request, missing
+    index, authentication); retrying the same request will not help."""
+
+    status = 502
+    retryable = False
+    default_message = "The vector backend refused the request."
