@@ -27,12 +27,7 @@ from openai import OpenAI
 from llm import config
 from memory_project.errors import MemoryServiceError, ProviderError
 from memory_project.resilience import call_guarded
-from memory_project.retries import (
-    ProviderRateLimitedError,
-    ProviderTransientError,
-    call_with_retries,
-    parse_retry_after,
-)
+from memory_project.retries import call_with_retries, raise_provider_error
 
 logger = logging.getLogger(__name__)
 BACKEND = "llm"
@@ -99,22 +94,9 @@ def _call_once(model: str, messages: list[dict[str, str]], schema: dict[str, Any
             response_format={"type": "json_schema",
                              "json_schema": {"name": "output", "schema": schema,
                                              "strict": True}})
-    except openai.RateLimitError as exc:
-        raise ProviderRateLimitedError(
-            "HTTP 429", parse_retry_after(exc.response.headers.get("Retry-After"))) from exc
-    except openai.APIStatusError as exc:
-        logger.warning("language model answered HTTP %s", exc.status_code)
-        if exc.status_code == 408 or exc.status_code >= 500:
-            raise ProviderTransientError(f"HTTP {exc.status_code}") from exc
-        raise ProviderError(f"The language model refused the call: HTTP {exc.status_code}.",
-                            retryable=False, details={"backend": BACKEND}) from exc
-    except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-        logger.warning("language model unreachable: %s", exc)
-        raise ProviderTransientError("unreachable") from exc
     except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
-        logger.warning("language model sent an unreadable answer: %s", exc)
-        raise ProviderError("The language model's answer could not be read.",
-                            retryable=False, details={"backend": BACKEND}) from exc
+        raise_provider_error(exc, backend=BACKEND, label="language model",
+                             unreadable="The language model's answer could not be read.")
     choice = answer.choices[0] if answer.choices else None
     message = choice.message if choice else None
     if choice is None or message is None:

@@ -20,13 +20,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from openai import OpenAI
 
-from memory_project.errors import ProviderError
-from memory_project.retries import (
-    ProviderRateLimitedError,
-    ProviderTransientError,
-    call_with_retries,
-    parse_retry_after,
-)
+from memory_project.retries import call_with_retries, raise_provider_error
 
 logger = logging.getLogger(__name__)
 
@@ -64,23 +58,10 @@ class OpenAICompatibleEmbedder:
                                                     encoding_format="float")
             rows = sorted(answer.data, key=lambda row: row.index)
             vectors = np.asarray([row.embedding for row in rows], dtype=np.float32)
-        except openai.RateLimitError as exc:
-            raise ProviderRateLimitedError(
-                "HTTP 429", parse_retry_after(exc.response.headers.get("Retry-After"))) from exc
-        except openai.APIStatusError as exc:
-            logger.warning("embedding provider answered HTTP %s", exc.status_code)
-            if exc.status_code == 408 or exc.status_code >= 500:
-                raise ProviderTransientError(f"HTTP {exc.status_code}") from exc
-            raise ProviderError(
-                f"The embedding provider refused the call: HTTP {exc.status_code}.",
-                retryable=False, details={"backend": "embedding"}) from exc
-        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-            logger.warning("embedding provider unreachable: %s", exc)
-            raise ProviderTransientError("unreachable") from exc
         except (openai.OpenAIError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            logger.warning("embedding provider sent a malformed answer: %s", exc)
-            raise ProviderError("The embedding provider's answer has no data[].embedding.",
-                                retryable=False, details={"backend": "embedding"}) from exc
+            raise_provider_error(exc, backend="embedding", label="embedding provider",
+                                 unreadable="The embedding provider's answer has no "
+                                            "data[].embedding.")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True) if vectors.ndim == 2 else None
         if norms is None or not np.all(norms > 0):
             return vectors  # the caller's shape/finite checks reject it

@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
+import openai
 import tenacity
 from django.conf import settings
 
@@ -46,6 +47,34 @@ def parse_retry_after(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None  # an HTTP date: fall back to the exponential wait
+
+
+def raise_provider_error(exc: Exception, *, backend: str, label: str,
+                         unreadable: str) -> NoReturn:
+    """Raise what the retry policy understands for an ``openai`` client failure ``exc``
+    (``label`` names the provider in messages, e.g. "embedding provider"; ``unreadable`` is
+    the message for a malformed answer).
+
+    Raises:
+        ProviderRateLimitedError: HTTP 429 (with its ``Retry-After``).
+        ProviderTransientError: a connection error, a timeout, HTTP 408 or 5xx.
+        ProviderError: any other HTTP status (a redirect included) or an unreadable answer
+            (not retryable).
+    """
+    if isinstance(exc, openai.RateLimitError):
+        raise ProviderRateLimitedError(
+            "HTTP 429", parse_retry_after(exc.response.headers.get("Retry-After"))) from exc
+    if isinstance(exc, openai.APIStatusError):
+        logger.warning("%s answered HTTP %s", label, exc.status_code)
+        if exc.status_code == 408 or exc.status_code >= 500:
+            raise ProviderTransientError(f"HTTP {exc.status_code}") from exc
+        raise ProviderError(f"The {label} refused the call: HTTP {exc.status_code}.",
+                            retryable=False, details={"backend": backend}) from exc
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        logger.warning("%s unreachable: %s", label, exc)
+        raise ProviderTransientError("unreachable") from exc
+    logger.warning("%s sent a malformed answer: %s", label, exc)
+    raise ProviderError(unreadable, retryable=False, details={"backend": backend}) from exc
 
 
 def _wait(state: tenacity.RetryCallState) -> float:

@@ -5,21 +5,13 @@ dozen tokens per second on two cores."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
-from django.conf import settings as django_settings
 
+from llm.local_server import free_port, start_process, stop_process, wait_healthy
 from llm.models import LlmUsage
 from llm.purposes.entities import extract_entities
 from llm.purposes.memories import Message, extract_memories
@@ -28,44 +20,19 @@ from llm.purposes.summarize import Source, summarize
 from tenants.context import tenant_scope
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parent.parent
 STARTUP_SECONDS = 600  # the first run joins ~0.5 GB of weights
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def local_model() -> Iterator[int]:
     """``llm_serve`` on a free port; yields the port once ``/health`` answers 200."""
-    port = _free_port()
-    env = {**os.environ, "DATABASE_URL": django_settings.DATABASE_URL,
-           "REDIS_URL": django_settings.REDIS_URL}
-    process = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "llm_serve",
-                                "--port", str(port)], env=env, cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + STARTUP_SECONDS
+    port = free_port()
+    process = start_process(port=port)
     try:
-        while True:
-            assert process.poll() is None, "llm_serve exited"
-            assert time.monotonic() < deadline, "llm_serve did not become healthy"
-            try:
-                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                pass
-            time.sleep(1)
+        wait_healthy(process, port, timeout=STARTUP_SECONDS)
         yield port
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 @pytest.fixture

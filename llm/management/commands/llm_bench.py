@@ -11,21 +11,17 @@ hand (README "Language model" gives the figures measured).
 
 from __future__ import annotations
 
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import psutil
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from openai import OpenAI
 
+from llm.local_server import free_port, start_process, stop_process, wait_healthy
 from llm.purposes.entities import PURPOSE as ENTITIES
 from llm.purposes.entities import EntitiesInput
 from llm.purposes.summarize import DEPTHS, Source, SummaryInput
@@ -35,12 +31,6 @@ from llm.weights import MODELS
 
 PROMPT = ("Write three sentences about why people keep diaries, then list three things a "
           "diary can help someone remember.")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Command(BaseCommand):
@@ -59,16 +49,15 @@ class Command(BaseCommand):
         if not 1 <= options["runs"] <= 20 or not 1 <= options["turns"] <= 200:
             raise CommandError("--runs must be within 1..20 and --turns within 1..200")
         model = options["model"] or settings.LLM_LOCAL_MODEL
-        port = _free_port()
+        port = free_port()
         started = time.perf_counter()
-        server = subprocess.Popen(
-            [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "llm_serve",
-             "--model", model, "--port", str(port)],
-            env={**os.environ, "DATABASE_URL": settings.DATABASE_URL,
-                 "REDIS_URL": settings.REDIS_URL},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = start_process(port=port, model=model)
         try:
-            self._wait(server, port)
+            try:
+                wait_healthy(server, port, timeout=900,
+                             on_wait=lambda: self.stderr.write("waiting for the model server"))
+            except RuntimeError as err:
+                raise CommandError(str(err)) from None
             self.stdout.write(f"model {model}: ready in {time.perf_counter() - started:.1f} s "
                               "(weights joined on first use, then loaded)")
             base = f"http://127.0.0.1:{port}/v1"
@@ -78,25 +67,7 @@ class Command(BaseCommand):
             rss = _peak_rss_mib(server.pid)
             self.stdout.write(f"peak resident memory of the model server: {rss:.0f} MiB")
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-
-    def _wait(self, server: subprocess.Popen[bytes], port: int) -> None:
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
-            if server.poll() is not None:
-                raise CommandError(f"llm_serve exited with {server.returncode}")
-            try:
-                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    return
-            except httpx2.HTTPError:
-                pass
-            self.stderr.write("waiting for the model server ...")
-            time.sleep(2)
-        raise CommandError("the model server did not start within 15 minutes")
+            stop_process(server)
 
     def _speed(self, base: str, runs: int, max_tokens: int) -> None:
         client = OpenAI(base_url=base, api_key="not-needed", max_retries=0, timeout=600)
