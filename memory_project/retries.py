@@ -81,13 +81,14 @@ def _wait(state: tenacity.RetryCallState) -> float:
     exc = state.outcome.exception() if state.outcome else None
     if isinstance(exc, ProviderRateLimitedError) and exc.retry_after is not None:
         return exc.retry_after
-    backoff = tenacity.wait_exponential_jitter(
+    # wait_exponential + wait_random rather than wait_exponential_jitter, whose keywords
+    # changed in tenacity 9.2 (a vector backend's client still pins tenacity < 9.2).
+    backoff = tenacity.wait_exponential(
         multiplier=settings.PROVIDER_RETRY_INITIAL_SECONDS,
         max=settings.PROVIDER_RETRY_MAX_SECONDS,
         exp_base=2,
-        jitter=settings.PROVIDER_RETRY_INITIAL_SECONDS,
-    )
-    return float(backoff(state))
+    ) + tenacity.wait_random(0, settings.PROVIDER_RETRY_INITIAL_SECONDS)
+    return min(float(backoff(state)), settings.PROVIDER_RETRY_MAX_SECONDS)
 
 
 def _retry_after_too_long(state: tenacity.RetryCallState) -> bool:
