@@ -19,7 +19,8 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
@@ -101,9 +102,24 @@ class CircuitBreaker:
         Raises:
             CircuitOpenError: the circuit is open, or half-open with its trial running.
         """
+        with self._recorded():
+            return func(*args, **kwargs)
+
+    async def acall(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """:meth:`call` for a coroutine function: awaits ``func(*args, **kwargs)``.
+
+        Raises:
+            CircuitOpenError: the circuit is open, or half-open with its trial running.
+        """
+        with self._recorded():
+            return await func(*args, **kwargs)
+
+    @contextmanager
+    def _recorded(self) -> Iterator[None]:
+        """Admit one call (or raise ``CircuitOpenError``) and record how its block ended."""
         trial = self._before_call()
         try:
-            result = func(*args, **kwargs)
+            yield
         except self.exclude:
             self._after_call(trial, failed=False)
             raise
@@ -114,28 +130,6 @@ class CircuitBreaker:
             self._release_trial(trial)
             raise
         self._after_call(trial, failed=False)
-        return result
-
-    async def acall(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """:meth:`call` for a coroutine function: awaits ``func(*args, **kwargs)``.
-
-        Raises:
-            CircuitOpenError: the circuit is open, or half-open with its trial running.
-        """
-        trial = self._before_call()
-        try:
-            result = await func(*args, **kwargs)
-        except self.exclude:
-            self._after_call(trial, failed=False)
-            raise
-        except Exception:
-            self._after_call(trial, failed=True)
-            raise
-        except BaseException:  # cancelled: neither a success nor a failure of the backend
-            self._release_trial(trial)
-            raise
-        self._after_call(trial, failed=False)
-        return result
 
     # --- state, always under self._lock -------------------------------------------------
 

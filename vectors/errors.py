@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memory_project.errors import (
@@ -62,3 +62,28 @@ class BackendRequestFailed(ProviderError):
     status = 502
     retryable = False
     default_message = "The vector backend refused the request."
+
+
+#: ``(exception, details) -> error``: a backend's reading of its client's exception (``None``:
+#: not the backend's, let it through). ``details`` carry ``backend`` and ``error``.
+Translation = Callable[[Exception, dict[str, Any]], MemoryServiceError | None]
+
+
+class translated_errors:  # noqa: N801 (used as a context manager)
+    """``async with translated_errors(name, translate):`` raises, for an exception of the
+    block, the service error ``translate`` reads it as (chained to it)."""
+
+    def __init__(self, backend: str, translate: Translation) -> None:
+        self.backend = backend
+        self.translate = translate
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or not isinstance(exc, Exception):
+            return False
+        error = self.translate(exc, {"backend": self.backend, "error": str(exc)[:300]})
+        if error is None:
+            return False
+        raise error from exc

@@ -23,6 +23,7 @@ from typing import Any
 from pymongo import AsyncMongoClient, ReplaceOne
 from pymongo import errors as mongo_errors
 
+from memory_project.errors import MemoryServiceError
 from vectors.base import (
     Capabilities,
     DistanceMetric,
@@ -36,7 +37,12 @@ from vectors.base import (
     unhealthy,
 )
 from vectors.config import BackendSettings, MongodbSettings
-from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
+from vectors.errors import (
+    BackendRequestFailed,
+    BackendUnavailable,
+    RateLimited,
+    translated_errors,
+)
 
 BATCH = 1000
 POST_FILTER_FACTOR = 4
@@ -62,7 +68,7 @@ class MongodbBackend(VectorBackend):
     async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
         start = time.perf_counter()
         try:
-            async with _mapped(self.name):
+            async with translated_errors(self.name, _translate):
                 await self.client.admin.command("ping")
             self._filter_fields = None
             await self._checked()
@@ -78,7 +84,7 @@ class MongodbBackend(VectorBackend):
 
     async def upsert(self, tenant_id: str, records: Sequence[VectorRecord]) -> int:
         await self._checked()
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             for start in range(0, len(records), BATCH):
                 operations = [ReplaceOne({"_id": self._id(tenant_id, r.id)},
                                          self._document(tenant_id, r), upsert=True)
@@ -109,7 +115,7 @@ class MongodbBackend(VectorBackend):
             {"$project": {"_id": 0, "record_id": 1, "metadata": 1,
                           "score": {"$meta": "vectorSearchScore"}}},
         ]
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             cursor = await self.collection.aggregate(pipeline)
             documents = await cursor.to_list()
         hits = []
@@ -124,14 +130,14 @@ class MongodbBackend(VectorBackend):
         return hits[:query.limit]
 
     async def delete(self, tenant_id: str, ids: Sequence[str]) -> int:
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             await self.collection.delete_many(
                 {"_id": {"$in": [self._id(tenant_id, i) for i in ids]},
                  "tenant_id": str(tenant_id)})
         return len(ids)
 
     async def get(self, tenant_id: str, ids: Sequence[str]) -> list[VectorRecord]:
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             cursor = self.collection.find(
                 {"_id": {"$in": [self._id(tenant_id, i) for i in ids]},
                  "tenant_id": str(tenant_id)})
@@ -145,7 +151,7 @@ class MongodbBackend(VectorBackend):
         query: dict[str, Any] = {"tenant_id": str(tenant_id)}
         if cursor:
             query["_id"] = {"$gt": self._id(tenant_id, cursor)}
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             found = self.collection.find(query, {"record_id": 1}).sort("_id", 1).limit(limit)
             documents = await found.to_list()
         ids = [d["record_id"] for d in documents]
@@ -183,7 +189,7 @@ class MongodbBackend(VectorBackend):
         """
         if self._filter_fields is not None:
             return self._filter_fields
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             cursor = await self.collection.list_search_indexes(self.settings.index)
             indexes = await cursor.to_list()
         problem = _index_problem(indexes, self.settings)
@@ -217,27 +223,16 @@ def _index_problem(indexes: list[dict[str, Any]], settings: MongodbSettings) -> 
     return ""
 
 
-class _mapped:  # noqa: N801 (used as a context manager)
-    """Translate the driver's exceptions into the service's backend errors."""
-
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None or not isinstance(exc, Exception):
-            return False
-        details = {"backend": self.backend, "error": str(exc)[:300]}
-        if isinstance(exc, mongo_errors.OperationFailure):
-            details["mongoCode"] = exc.code
-            if exc.code in (16500, 429):  # Atlas: request rate too large
-                raise RateLimited("MongoDB Atlas is rate limiting.", details=details) from exc
-            raise BackendRequestFailed("MongoDB refused the operation.", details=details) from exc
-        if isinstance(exc, mongo_errors.PyMongoError):
-            raise BackendUnavailable("MongoDB cannot be reached.", details=details) from exc
-        return False
+def _translate(exc: Exception, details: dict[str, Any]) -> MemoryServiceError | None:
+    """The driver's exceptions as the service's backend errors."""
+    if isinstance(exc, mongo_errors.OperationFailure):
+        details["mongoCode"] = exc.code
+        if exc.code in (16500, 429):  # Atlas: request rate too large
+            return RateLimited("MongoDB Atlas is rate limiting.", details=details)
+        return BackendRequestFailed("MongoDB refused the operation.", details=details)
+    if isinstance(exc, mongo_errors.PyMongoError):
+        return BackendUnavailable("MongoDB cannot be reached.", details=details)
+    return None
 
 
 def build(settings: BackendSettings) -> MongodbBackend:

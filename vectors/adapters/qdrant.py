@@ -23,6 +23,7 @@ import httpx
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+from memory_project.errors import MemoryServiceError
 from vectors import sparse
 from vectors.base import (
     Capabilities,
@@ -37,7 +38,12 @@ from vectors.base import (
     unhealthy,
 )
 from vectors.config import BackendSettings, QdrantSettings
-from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
+from vectors.errors import (
+    BackendRequestFailed,
+    BackendUnavailable,
+    RateLimited,
+    translated_errors,
+)
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -124,7 +130,7 @@ class QdrantBackend(VectorBackend):
 
     async def upsert(self, tenant_id: str, records: Sequence[VectorRecord]) -> int:
         name = self.collection(tenant_id)
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             await self._ensure(name)
             for start in range(0, len(records), UPSERT_BATCH):
                 points = [self._point(r) for r in records[start:start + UPSERT_BATCH]]
@@ -133,7 +139,7 @@ class QdrantBackend(VectorBackend):
 
     async def search(self, tenant_id: str, query: SearchQuery) -> list[SearchHit]:
         name = self.collection(tenant_id)
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             if not await self._exists(name):
                 return []
             condition = qdrant_filter(query.filter)
@@ -164,7 +170,7 @@ class QdrantBackend(VectorBackend):
 
     async def delete(self, tenant_id: str, ids: Sequence[str]) -> int:
         name = self.collection(tenant_id)
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             if not await self._exists(name):
                 return 0
             await self.client.delete(
@@ -174,7 +180,7 @@ class QdrantBackend(VectorBackend):
 
     async def get(self, tenant_id: str, ids: Sequence[str]) -> list[VectorRecord]:
         name = self.collection(tenant_id)
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             if not await self._exists(name):
                 return []
             points = await self.client.retrieve(name, ids=[point_id(i) for i in ids],
@@ -184,7 +190,7 @@ class QdrantBackend(VectorBackend):
     async def scan(self, tenant_id: str, *, cursor: str | None = None, limit: int = 500
                    ) -> tuple[list[str], str | None]:
         name = self.collection(tenant_id)
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             if not await self._exists(name):
                 return [], None
             points, offset = await self.client.scroll(
@@ -198,7 +204,7 @@ class QdrantBackend(VectorBackend):
     async def drop_tenant(self, tenant_id: str) -> None:
         """Delete the tenant's collection (tenant erasure, tests)."""
         name = self.collection(tenant_id)
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             await self.client.delete_collection(name)
         self._collections.discard(name)
 
@@ -259,28 +265,17 @@ class QdrantBackend(VectorBackend):
                             metadata=payload.get("metadata", {}), text=payload.get("text", ""))
 
 
-class _mapped:  # noqa: N801 (used as a context manager)
-    """Translate Qdrant's and httpx's exceptions into the service's backend errors."""
-
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None or not isinstance(exc, Exception):
-            return False
-        details = {"backend": self.backend, "error": str(exc)[:300]}
-        if isinstance(exc, UnexpectedResponse):
-            if exc.status_code == 429:
-                raise RateLimited("Qdrant is rate limiting.", details=details) from exc
-            if exc.status_code >= 500:
-                raise BackendUnavailable("Qdrant failed.", details=details) from exc
-            raise BackendRequestFailed("Qdrant refused the request.", details=details) from exc
-        if isinstance(exc, ResponseHandlingException | httpx.HTTPError | OSError):
-            raise BackendUnavailable("Qdrant cannot be reached.", details=details) from exc
-        return False
+def _translate(exc: Exception, details: dict[str, Any]) -> MemoryServiceError | None:
+    """Qdrant's and httpx's exceptions as the service's backend errors."""
+    if isinstance(exc, UnexpectedResponse):
+        if exc.status_code == 429:
+            return RateLimited("Qdrant is rate limiting.", details=details)
+        if exc.status_code >= 500:
+            return BackendUnavailable("Qdrant failed.", details=details)
+        return BackendRequestFailed("Qdrant refused the request.", details=details)
+    if isinstance(exc, ResponseHandlingException | httpx.HTTPError | OSError):
+        return BackendUnavailable("Qdrant cannot be reached.", details=details)
+    return None
 
 
 def build(settings: BackendSettings) -> QdrantBackend:

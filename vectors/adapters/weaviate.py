@@ -32,10 +32,10 @@ from weaviate.exceptions import (
     UnexpectedStatusCodeError,
     WeaviateBaseError,
     WeaviateConnectionError,
-    WeaviateQueryError,
     WeaviateTimeoutError,
 )
 
+from memory_project.errors import MemoryServiceError
 from vectors.base import (
     Capabilities,
     DistanceMetric,
@@ -51,7 +51,12 @@ from vectors.base import (
     Filter as MetadataFilter,
 )
 from vectors.config import BackendSettings, WeaviateSettings
-from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
+from vectors.errors import (
+    BackendRequestFailed,
+    BackendUnavailable,
+    RateLimited,
+    translated_errors,
+)
 
 BATCH = 1000
 _DISTANCES = {DistanceMetric.COSINE: VectorDistances.COSINE,
@@ -114,7 +119,7 @@ class WeaviateBackend(VectorBackend):
 
     async def upsert(self, tenant_id: str, records: Sequence[VectorRecord]) -> int:
         collection = await self._collection()
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             for start in range(0, len(records), BATCH):
                 objects = [self._object(tenant_id, r) for r in records[start:start + BATCH]]
                 result = await collection.data.insert_many(objects)
@@ -128,7 +133,7 @@ class WeaviateBackend(VectorBackend):
     async def search(self, tenant_id: str, query: SearchQuery) -> list[SearchHit]:
         collection = await self._collection()
         filters = weaviate_filter(tenant_id, query.filter)
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             if query.hybrid and query.text:
                 alpha = query.alpha if query.alpha is not None else self.settings.alpha
                 result = await collection.query.hybrid(
@@ -149,7 +154,7 @@ class WeaviateBackend(VectorBackend):
 
     async def delete(self, tenant_id: str, ids: Sequence[str]) -> int:
         collection = await self._collection()
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             for start in range(0, len(ids), BATCH):
                 uuids = [object_uuid(tenant_id, i) for i in ids[start:start + BATCH]]
                 await collection.data.delete_many(
@@ -160,7 +165,7 @@ class WeaviateBackend(VectorBackend):
     async def get(self, tenant_id: str, ids: Sequence[str]) -> list[VectorRecord]:
         collection = await self._collection()
         found: list[VectorRecord] = []
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             for start in range(0, len(ids), BATCH):
                 uuids = [object_uuid(tenant_id, i) for i in ids[start:start + BATCH]]
                 result = await collection.query.fetch_objects(
@@ -183,7 +188,7 @@ class WeaviateBackend(VectorBackend):
         default) objects per tenant; raise it on the server to copy larger tenants."""
         collection = await self._collection()
         offset = int(cursor or 0)
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             result = await collection.query.fetch_objects(
                 filters=Filter.by_property("tenant_id").equal(str(tenant_id)),
                 offset=offset, limit=limit, sort=Sort.by_property("record_id"),
@@ -221,7 +226,7 @@ class WeaviateBackend(VectorBackend):
 
     async def _collection(self) -> Any:
         """The collection, after connecting and creating it when missing."""
-        async with _mapped(self.name):
+        async with translated_errors(self.name, _translate):
             if not self.client.is_connected():
                 await self.client.connect()
             collection = self.client.collections.use(self.settings.collection)
@@ -253,30 +258,18 @@ class WeaviateBackend(VectorBackend):
                 raise  # not a creation race lost to another process
 
 
-class _mapped:  # noqa: N801 (used as a context manager)
-    """Translate the client's exceptions into the service's backend errors."""
-
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
-
-    async def __aenter__(self) -> None:
+def _translate(exc: Exception, details: dict[str, Any]) -> MemoryServiceError | None:
+    """The client's exceptions as the service's backend errors."""
+    if not isinstance(exc, WeaviateBaseError):
         return None
-
-    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None or not isinstance(exc, WeaviateBaseError):
-            return False
-        details = {"backend": self.backend, "error": str(exc)[:300]}
-        status = getattr(exc, "status_code", 0) or 0
-        code = _grpc_code(exc)
-        if status == 429 or code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-            raise RateLimited("Weaviate is rate limiting.", details=details) from exc
-        if (isinstance(exc, WeaviateConnectionError | WeaviateTimeoutError) or status >= 500
-                or code in _UNAVAILABLE):
-            raise BackendUnavailable("Weaviate cannot be reached or failed.",
-                                     details=details) from exc
-        if isinstance(exc, WeaviateQueryError | UnexpectedStatusCodeError | WeaviateBaseError):
-            raise BackendRequestFailed("Weaviate refused the request.", details=details) from exc
-        return False
+    status = getattr(exc, "status_code", 0) or 0
+    code = _grpc_code(exc)
+    if status == 429 or code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return RateLimited("Weaviate is rate limiting.", details=details)
+    if (isinstance(exc, WeaviateConnectionError | WeaviateTimeoutError) or status >= 500
+            or code in _UNAVAILABLE):
+        return BackendUnavailable("Weaviate cannot be reached or failed.", details=details)
+    return BackendRequestFailed("Weaviate refused the request.", details=details)
 
 
 _UNAVAILABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
