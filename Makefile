@@ -8,7 +8,7 @@ STAMP := $(VENV)/.requirements-installed
 # the benchmark exercise every adapter, so they install all of them.
 VECTOR_EXTRAS := $(VENV)/.vector-extras-installed
 
-.PHONY: venv run test lint bench fuzz clean vector-extra
+.PHONY: venv run test test-quick lint bench fuzz clean vector-extra
 
 venv: $(STAMP)
 
@@ -36,12 +36,21 @@ vector-extra: venv
 test: venv $(VECTOR_EXTRAS)
 	$(PY) -m pytest
 
+# The quick lane while working: everything but the tests marked slow (the real local model,
+# the browser, the worker and fault drills). CI runs `make lint` and the full `make test`.
+test-quick: venv $(VECTOR_EXTRAS)
+	$(PY) -m pytest -m "not slow"
+
 # Schemathesis with many more examples per operation than `make test` runs (minutes).
 fuzz: venv
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-100} $(PY) -m pytest tests/test_api_fuzz.py -p no:cacheprovider
 
+# ruff; the floors (import-linter contracts in pyproject.toml); mypy with django-stubs on the
+# apps; no model change without its migration.
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
 
 # Figures, not tests: ingest memories/s, REST search p50/p95 at 10k and 100k, LoCoMo recall@k.

@@ -9,8 +9,8 @@ from typing import Any
 from django import forms
 
 from governance.models import PiiHandling, Policy
-from memories.layers import IDENTIFIER_FIELDS, Layer
 from memories.models import Kind
+from tenants.layers import IDENTIFIER_FIELDS, Layer
 
 LAYER_CHOICES = [(x.value, x.value) for x in Layer]
 MODES = [("hybrid", "hybrid"), ("semantic", "semantic"), ("keyword", "keyword"),

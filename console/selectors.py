@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from governance.models import ReviewItem, ReviewKind, ReviewStatus
 from memories.activity import activity_per_hour
-from memories.layers import Layer
 from memories.models import HistoryAction, Kind, Memory, MemoryHistory, State
 from tenants.context import TenantContext
+from tenants.layers import Layer
 
 #: History actions that count as writes on the dashboard.
 WRITE_ACTIONS = (HistoryAction.ADD, HistoryAction.UPDATE, HistoryAction.DELETE,

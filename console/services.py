@@ -11,11 +11,14 @@ from typing import Any
 
 from django.db import transaction
 
-from governance.services import audit_record
+from console.access import membership_of
+from console.models import ConsoleMembership, ConsoleRole
 from memories.deletion import memory_delete, memory_restore
 from memories.models import Memory
 from memories.services import memory_update
 from memories.tenant_settings import settings_update
+from memory_project.errors import InvalidInput
+from tenants.audit import audit_record
 from tenants.context import TenantContext
 
 
@@ -87,10 +90,6 @@ def console_member_set(ctx: TenantContext, *, user: Any, role: str) -> Any:
     Raises:
         InvalidInput: an unknown role, or the user belongs to another tenant.
     """
-    from console.access import membership_of
-    from console.models import ConsoleMembership, ConsoleRole
-    from memory_project.errors import InvalidInput
-
     if role not in ConsoleRole.values:
         raise InvalidInput(f"role must be one of {', '.join(ConsoleRole.values)}.")
     existing = membership_of(user)

@@ -10,11 +10,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from governance import services
-from governance.models import AuditEntry, Policy, ReviewItem, ReviewStatus, SecurityProbe
+from governance.models import Policy, ReviewItem, ReviewStatus
 from governance.policies import clean_policy_data
 from memory_project.errors import MemoryServiceError
 from tenants.admin_base import TenantOwnedAdmin
 from tenants.context import tenant_scope
+from tenants.models import AuditEntry, SecurityProbe
 from tenants.services import system_context
 
 

@@ -1,4 +1,4 @@
-"""Governance: tenant policies, the append-only audit log, and the staff review queue."""
+"""Governance: tenant policies and the staff review queue (the audit log is ``tenants.audit``)."""
 
 from __future__ import annotations
 
@@ -50,51 +50,6 @@ class Policy(TenantOwnedModel):
 
     def __str__(self) -> str:
         return self.name
-
-
-class AuditEntry(TenantOwnedModel):
-    """One audit log entry. Append-only: the app role may insert and read, never change."""
-
-    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.CharField(max_length=200)
-    action = models.CharField(max_length=64, db_index=True)
-    target_type = models.CharField(max_length=64, blank=True)
-    target_id = models.CharField(max_length=255, blank=True)
-    details = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        verbose_name_plural = "audit log"
-
-    def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action}"
-
-
-class SecurityProbe(models.Model):
-    """A lookup of an id that the caller's tenant does not have: the platform's security log.
-
-    Recorded for every such miss, whether or not the id exists in another tenant, so that the
-    request does the same work either way (no timing difference, no tenant-visible trace);
-    a beat job (``governance.services.security_probes_classify``) later marks the ones that
-    named another tenant's object. Not tenant-owned: the application's role may only insert
-    (``tenants.rls.INSERT_ONLY_TABLES``); platform staff read it in the admin.
-    """
-
-    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    prober_tenant_id = models.UUIDField(db_index=True)  # not tenant-owned: no tenant_id
-    actor = models.CharField(max_length=200)
-    target_type = models.CharField(max_length=64)
-    target_id = models.UUIDField()
-    #: ``None`` until classified; then whether the id belonged to another tenant.
-    cross_tenant = models.BooleanField(null=True, db_index=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.target_type}"
 
 
 class ReviewKind(models.TextChoices):

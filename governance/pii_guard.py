@@ -3,7 +3,7 @@
 Detection (``governance.pii``) costs ~1 µs per character of prose but up to ~90 µs per
 character of digit-dense text (libphonenumber tries every digit run as a phone number in four
 regions). :func:`detect_for` scans cheap texts in the calling thread and sends expensive ones
-to :func:`memory_project.heavy_work.run_heavy`: a worker process outside the web workers, at
+to :func:`tenants.heavy_work.run_heavy`: a worker process outside the web workers, at
 most ``HEAVY_WORK_PER_TENANT`` at once per tenant, within a time limit.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from django.conf import settings
 
 from governance.pii import Finding, detect, redact
-from memory_project.heavy_work import run_heavy
 from tenants.context import TenantContext
+from tenants.heavy_work import run_heavy
 
 Detector = Callable[[str], list[Finding]]
 

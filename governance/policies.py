@@ -20,6 +20,7 @@ from governance.models import PiiHandling, Policy
 from governance.pii import Finding, detect, redact
 from memory_project.errors import InvalidInput
 from memory_project.validation import unstorable_text
+from tenants.layers import Layer
 
 MAX_PATTERNS = 50
 MAX_PATTERN_LENGTH = 500
@@ -195,8 +196,6 @@ def clean_policy_data(data: Any, *, partial: bool = False) -> dict[str, Any]:
         InvalidInput: unknown fields, wrong types, invalid or too slow patterns, unknown
             layers or PII handling.
     """
-    from memories.layers import Layer
-
     if not isinstance(data, dict):
         raise InvalidInput("A policy must be an object.")
     fields = {"name", "description", "enabled", "denied_terms", "denied_patterns",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from governance.models import AuditEntry, Policy, ReviewItem
+from governance.models import Policy, ReviewItem
+from tenants.models import AuditEntry
 
 
 def policy_list() -> QuerySet[Policy]:

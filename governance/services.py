@@ -1,97 +1,33 @@
-"""Writes of governance: policies, audit entries, review items and their decisions, and the
-enforcement hooks the memory services call."""
+"""Writes of governance: policies, review items and their decisions, and the enforcement hooks
+the memory services call (the audit log is ``tenants.audit``)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import Model
 from django.utils import timezone
 
 from governance.metrics import POLICY_VIOLATIONS, PROMOTION_BLOCKS
-from governance.models import (
-    AuditEntry,
-    Policy,
-    ReviewItem,
-    ReviewKind,
-    ReviewStatus,
-    SecurityProbe,
-)
+from governance.models import PiiHandling, Policy, ReviewItem, ReviewKind, ReviewStatus
 from governance.pii_guard import detector_for, redact_for
 from governance.policies import Decision, clean_policy_data, evaluate, mask_denied
-from memory_project.errors import InvalidInput, NotFound, PolicyViolation, ReviewAlreadyDecided
+from memory_project.errors import (
+    ConfigurationError,
+    InvalidInput,
+    NotFound,
+    PolicyViolation,
+    ReviewAlreadyDecided,
+)
+from tenants.audit import audit_record, parse_uuid
 from tenants.config_cache import cached
-from tenants.context import TenantContext, dangerously_cross_tenant, require_context
+from tenants.context import TenantContext, require_context
+from tenants.layers import Layer
 
 logger = logging.getLogger(__name__)
-
-
-def pseudonym(ctx: TenantContext, value: str) -> str:
-    """A stable stand-in for a data subject's identifier in the audit log, which cannot be
-    changed once written (append-only) and so must not hold what an erasure removes:
-    ``p:`` + the first 16 hex digits of HMAC-SHA256(SECRET_KEY, tenant id + value). The same
-    value gives the same pseudonym within a tenant, so entries still correlate."""
-    digest = hmac.new(settings.SECRET_KEY.encode(), f"{ctx.tenant_id}:{value}".encode(),
-                      hashlib.sha256).hexdigest()
-    return f"p:{digest[:16]}"
-
-
-def audit_record(ctx: TenantContext, *, action: str, target_type: str = "",
-                 target_id: Any = "", details: dict[str, Any] | None = None) -> AuditEntry:
-    """Append an entry to the tenant's audit log (never updated, never deleted by the app)."""
-    return AuditEntry.objects.create(
-        tenant_id=ctx.tenant_id, actor=ctx.principal, action=action, target_type=target_type,
-        target_id=str(target_id or ""), details=details or {},
-    )
-
-
-def audit_cross_tenant_probe(ctx: TenantContext, *, model: type[Model], object_id: Any) -> None:
-    """After a lookup found nothing: record the miss in the platform's security log
-    (:class:`governance.models.SecurityProbe`), the same way whether or not the id exists in
-    another tenant. The caller answers exactly as for a missing object, in the same time; the
-    prober cannot read the log (its role may only insert). Ids that are not UUIDs name nothing
-    and are not recorded."""
-    try:
-        pk = object_id if isinstance(object_id, uuid.UUID) else uuid.UUID(str(object_id))
-    except ValueError:
-        return
-    SecurityProbe.objects.create(prober_tenant_id=ctx.tenant_id, actor=ctx.principal,
-                                 target_type=model._meta.label_lower, target_id=pk)
-
-
-def security_probes_classify(*, limit: int = 1000) -> dict[str, int]:
-    """Mark unclassified security-log entries: did the id belong to another tenant? Runs as
-    platform staff (beat, every 5 minutes); a cross-tenant probe is logged as a warning.
-
-    Returns:
-        ``{"classified": n, "crossTenant": m}``.
-    """
-    from django.apps import apps
-
-    found = {"classified": 0, "crossTenant": 0}
-    with dangerously_cross_tenant("security log: classify probes"):
-        for probe in SecurityProbe.objects.filter(cross_tenant__isnull=True).order_by(
-                "created_at")[:limit]:
-            try:
-                model = apps.get_model(probe.target_type)
-            except (LookupError, ValueError):
-                model = None
-            probe.cross_tenant = bool(model is not None and model._base_manager.filter(
-                pk=probe.target_id).exclude(tenant_id=probe.prober_tenant_id).exists())
-            probe.save(update_fields=["cross_tenant"])
-            found["classified"] += 1
-            if probe.cross_tenant:
-                found["crossTenant"] += 1
-                logger.warning("cross-tenant probe: tenant %s (%s) asked for %s %s",
-                               probe.prober_tenant_id, probe.actor, probe.target_type,
-                               probe.target_id)
-    return found
 
 
 def policies_in_force(ctx: TenantContext) -> list[Policy]:
@@ -227,8 +163,6 @@ def policy_delete(ctx: TenantContext, *, policy_id: Any) -> None:
 def policy_try(ctx: TenantContext, *, data: Any, text: str, layer: str = "user",
                metadata: dict[str, Any] | None = None) -> Decision:
     """Run an unsaved policy definition on sample text (the console's "try it" box)."""
-    from memories.layers import Layer
-
     if not isinstance(data, dict):
         raise InvalidInput("A policy must be an object.")
     if layer not in {x.value for x in Layer}:
@@ -240,14 +174,24 @@ def policy_try(ctx: TenantContext, *, data: Any, text: str, layer: str = "user",
 
 
 def _get(model: type[Any], object_id: Any) -> Any:
-    try:
-        pk = uuid.UUID(str(object_id))
-    except ValueError:
-        raise NotFound() from None
-    obj = model.objects.filter(pk=pk).first()
+    pk = parse_uuid(object_id)
+    obj = model.objects.filter(pk=pk).first() if pk is not None else None
     if obj is None:
         raise NotFound()
     return obj
+
+
+#: ``(ctx, approved item) -> id of the memory it wrote, or None``.
+ReviewExecutor = Callable[[TenantContext, ReviewItem], "uuid.UUID | None"]
+#: How an approved item is carried out, by kind. Registered by the app that owns what the
+#: item is about (``memories`` registers both kinds in its ``AppConfig.ready()``), so that
+#: governance, a floor below memories, never imports it.
+_executors: dict[str, ReviewExecutor] = {}
+
+
+def register_review_executor(kind: ReviewKind, executor: ReviewExecutor) -> None:
+    """Carry out approved review items of ``kind`` with ``executor`` (``AppConfig.ready()``)."""
+    _executors[kind] = executor
 
 
 @transaction.atomic
@@ -283,12 +227,10 @@ def review_decide(ctx: TenantContext, *, item_id: Any, approve: bool, reason: st
 
 
 def _carry_out(ctx: TenantContext, item: ReviewItem) -> uuid.UUID | None:
-    from memories import lifecycle
-
-    if item.kind == ReviewKind.PROMOTION_BLOCKED:
-        copy = lifecycle.memory_promote(ctx, memory_id=item.memory_id, override=True)
-        return copy.pk if copy is not None else None
-    return lifecycle.memory_add_reviewed(ctx, content=item.preview, details=item.details).pk
+    executor = _executors.get(item.kind)
+    if executor is None:
+        raise ConfigurationError(f"Nothing carries out approved {item.kind} review items.")
+    return executor(ctx, item)
 
 
 def review_items_scrub(ctx: TenantContext, *, memory_ids: list[Any]) -> int:
@@ -310,3 +252,12 @@ def review_items_erase_subject(ctx: TenantContext, *, identifiers: dict[str, str
     deleted, _ = ReviewItem.objects.filter(
         kind=ReviewKind.POLICY_HIT, details__identifiers__contains=identifiers).delete()
     return deleted
+
+
+def remote_redaction(ctx: TenantContext) -> Callable[[str], str] | None:
+    """``text -> text`` redacting PII when an enabled policy of the tenant redacts or denies
+    it (what a remote language model may see); ``None`` otherwise."""
+    if not any(p.enabled and p.pii_handling in (PiiHandling.REDACT, PiiHandling.DENY)
+               for p in policies_in_force(ctx)):
+        return None
+    return lambda text: redact_for(ctx, text)[0]

@@ -9,10 +9,10 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from governance.services import audit_record
 from memories.deletion import memories_erase
 from memories.models import UNSERVED_COLUMNS, Memory, MemoryFeedback, MemoryHistory
 from tenants.admin_base import TenantOwnedAdmin
+from tenants.audit import audit_record
 from tenants.context import tenant_scope
 from tenants.models import Tenant
 from tenants.services import system_context

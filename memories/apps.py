@@ -10,7 +10,20 @@ class MemoriesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from governance.models import ReviewKind
+        from governance.services import register_review_executor
+        from memories import lifecycle
+        from memories.embedding_readiness import embedding_model_probe, warm_up
+        from memories.telemetry import StorageSizeCollector
         from memories.vector_backend import build
+        from memory_project.health import register_required
+        from memory_project.metrics import register_scrape_collector
+        from memory_project.warmup import register_warmup
         from vectors.registry import register
 
         register("pgvector", build)
+        register_review_executor(ReviewKind.PROMOTION_BLOCKED, lifecycle.review_promotion_approved)
+        register_review_executor(ReviewKind.POLICY_HIT, lifecycle.review_policy_hit_approved)
+        register_required("embeddingModel", embedding_model_probe)
+        register_warmup("embeddingModel", warm_up)
+        register_scrape_collector("memory_storage_size", StorageSizeCollector())

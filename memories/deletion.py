@@ -12,12 +12,7 @@ from django.db.models import F
 from django.dispatch import Signal
 from django.utils import timezone
 
-from governance.services import (
-    audit_cross_tenant_probe,
-    audit_record,
-    pseudonym,
-    review_items_erase_subject,
-)
+from governance.services import review_items_erase_subject
 from llm import cache as llm_cache
 from memories.embeddings import cache_evict
 from memories.history import history_erase, history_record, history_row, history_texts
@@ -28,6 +23,7 @@ from memory_project.errors import (
     MemoryNotFound,
 )
 from memory_project.validation import unstorable_text
+from tenants.audit import audit_cross_tenant_probe, audit_record, pseudonym
 from tenants.config_cache import version_bump
 from tenants.context import TenantContext
 

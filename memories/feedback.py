@@ -11,7 +11,6 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from governance.services import audit_cross_tenant_probe
 from memories.models import Memory, MemoryFeedback, State
 from memories.services import parse_memory_id
 from memory_project.errors import (
@@ -19,6 +18,7 @@ from memory_project.errors import (
     MemoryNotFound,
 )
 from memory_project.validation import unstorable_text
+from tenants.audit import audit_cross_tenant_probe
 from tenants.context import TenantContext
 
 MAX_FEEDBACK_IDS = 100

@@ -13,6 +13,7 @@ is counted, audited and waits in the review queue.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -22,13 +23,15 @@ from django.db.models import Max
 from django.utils import timezone
 
 from governance.pii_guard import redact_for
-from governance.services import audit_record, promotion_block, pseudonym
-from memories.layers import Layer, LayerIdentifiers
+from governance.services import promotion_block
+from memories.deletion import memory_bulk_delete
 from memories.models import ClosedSession, Memory, State
 from memories.scoping import resolve_identifiers
 from memories.services import MemoryInput, memory_bulk_add
 from memory_project.errors import InvalidInput, MemoryNotFound, NotFound, PolicyViolation
+from tenants.audit import audit_record, pseudonym
 from tenants.context import TenantContext
+from tenants.layers import Layer, LayerIdentifiers
 from tenants.selectors import tenant_settings_of
 
 VOLATILE_LAYERS = (Layer.AGENT.value, Layer.SESSION.value)
@@ -144,6 +147,20 @@ def memory_add_reviewed(ctx: TenantContext, *, content: str, details: dict[str, 
     return memory_bulk_add(ctx, items=[item], enforce_policies=False)[0].memory
 
 
+def review_promotion_approved(ctx: TenantContext, item: Any) -> uuid.UUID | None:
+    """Carry out an approved ``promotion_blocked`` review item (registered with governance in
+    ``MemoriesConfig.ready``): promote its memory, overriding the block. Returns the copy's
+    id, or ``None`` when there was nothing to promote."""
+    copy = memory_promote(ctx, memory_id=item.memory_id, override=True)
+    return copy.pk if copy is not None else None
+
+
+def review_policy_hit_approved(ctx: TenantContext, item: Any) -> uuid.UUID:
+    """Carry out an approved ``policy_hit`` review item: store its preview
+    (:func:`memory_add_reviewed`). Returns the new memory's id."""
+    return memory_add_reviewed(ctx, content=item.preview, details=item.details).pk
+
+
 @dataclass
 class SessionCloseResult:
     """What closing a session did."""
@@ -247,8 +264,6 @@ def sessions_cleanup(ctx: TenantContext) -> dict[str, int]:
     Returns:
         ``{"closed": n, "promoted": n, "blocked": n, "deleted": n}``.
     """
-    from memories.deletion import memory_bulk_delete
-
     cleanup = lifecycle_settings(ctx)["sessionCleanup"]
     cutoff = timezone.now() - parse_period(cleanup.get("retentionPeriod") or "7d")
     idle = (

@@ -25,8 +25,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from memories.layers import Layer
 from tenants.context import TenantContext
+from tenants.layers import Layer
 from tenants.selectors import tenant_settings_of
 
 logger = logging.getLogger(__name__)

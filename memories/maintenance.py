@@ -21,13 +21,13 @@ from django.db.models import F, FloatField, Q
 from django.db.models.expressions import ExpressionWrapper, RawSQL
 from django.utils import timezone
 
-from governance.services import audit_record
 from memories.deletion import memories_erase
 from memories.embeddings import content_hash, embed_texts
 from memories.history import history_record, history_row
 from memories.lifecycle_config import deleted_retention_days, lifecycle_section
 from memories.models import HistoryAction, Memory, State
 from memories.services import MAX_METADATA_BYTES
+from tenants.audit import audit_record
 from tenants.context import TenantContext, tenant_scope
 
 #: At most this many ids are listed in one audit entry (the count is always complete).

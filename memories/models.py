@@ -9,8 +9,9 @@ from django.db.models import Func
 from pgvector.django import HnswIndex, VectorField
 from uuid6 import uuid7
 
-from memories.layers import Layer
+from memories.restrictions import restriction_q
 from tenants.context import require_context
+from tenants.layers import Layer
 from tenants.managers import TenantOwnedModel, TenantScopedManager
 
 EMBEDDING_DIMENSIONS = 384  # all-MiniLM-L6-v2
@@ -34,11 +35,9 @@ class State(models.TextChoices):
 
 class MemoryManager(TenantScopedManager["Memory"]):
     """The tenant-scoped manager, narrowed further to what a restricted API key may touch
-    (``memories.scoping.restriction_q``)."""
+    (``memories.restrictions.restriction_q``)."""
 
     def get_queryset(self) -> models.QuerySet[Memory]:
-        from memories.scoping import restriction_q  # scoping builds on this module
-
         queryset = super().get_queryset()
         q = restriction_q(require_context())
         return queryset if q is None else queryset.filter(q)

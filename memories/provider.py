@@ -18,11 +18,11 @@ from django.db import connection
 from memories import access, deletion, selectors, services
 from memories.embeddings import embed_texts, get_embedder
 from memories.filters import MetadataFilter
-from memories.layers import LayerIdentifiers
 from memories.models import EMBEDDING_DIMENSIONS, Memory
 from memories.search import SearchRequest, SearchResult, memory_search
 from memories.services import AddResult, MemoryInput, UpdateResult
 from tenants.context import TenantContext, tenant_scope
+from tenants.layers import LayerIdentifiers
 
 
 class MemoryProvider(ABC):

@@ -31,13 +31,13 @@ from django.utils import timezone
 from memories.activity import activity_record
 from memories.confidence import effective_confidence
 from memories.filters import MetadataFilter
-from memories.layers import LayerIdentifiers
 from memories.search import Candidate, Mode, SearchRequest, search_candidates
 from memories.telemetry import results_observed
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput
 from tenants import config_cache
 from tenants.context import TenantContext
+from tenants.layers import LayerIdentifiers
 from tenants.selectors import tenant_settings_of
 
 DEFAULT_WEIGHTS: dict[str, float] = {

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
+from jobs.services import job_enqueue
 from memories.embeddings import embed_texts, get_embedder
 from memories.models import Memory
 from tenants.context import TenantContext
@@ -61,8 +62,6 @@ def reembed_enqueue(ctx: TenantContext, *, batch_size: int = 100) -> tuple[int, 
     Raises:
         ValueError: ``batch_size`` < 1.
     """
-    from jobs.services import job_enqueue
-
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     model = get_embedder().model_name

@@ -36,11 +36,9 @@ from memories.concurrency import run_concurrently
 from memories.embeddings import embed_query
 from memories.filters import MetadataFilter
 from memories.keyword import bm25
-from memories.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
 from memories.models import UNSERVED_COLUMNS, Kind, Memory
+from memories.restrictions import allowed_layers_of, check_layer
 from memories.scoping import (
-    allowed_layers_of,
-    check_layer,
     layer_queryset,
     populated_layers,
     resolve_identifiers,
@@ -53,6 +51,7 @@ from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput, QueryTooLong
 from tenants import config_cache
 from tenants.context import TenantContext
+from tenants.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
 from tenants.selectors import tenant_settings_of
 
 RRF_K = 60

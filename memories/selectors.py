@@ -9,15 +9,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from governance.services import audit_cross_tenant_probe
 from memories.filters import MetadataFilter
 from memories.history import history_list
-from memories.layers import LayerIdentifiers, parse_layer
 from memories.models import UNSERVED_COLUMNS, Memory, MemoryHistory, State
-from memories.scoping import check_layer, layer_queryset, resolve_identifiers
+from memories.restrictions import check_layer
+from memories.scoping import layer_queryset, resolve_identifiers
 from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput, MemoryNotFound
+from tenants.audit import audit_cross_tenant_probe
 from tenants.context import TenantContext, tenant_scope
+from tenants.layers import LayerIdentifiers, parse_layer
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100

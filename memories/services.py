@@ -13,14 +13,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from governance.models import Policy
-from governance.services import audit_cross_tenant_probe, enforce_write, policies_in_force
+from governance.services import enforce_write, policies_in_force
 from memories.access import base_importance_expression, importance_expression
 from memories.embeddings import content_hash, embed_texts, get_embedder
 from memories.filters import SOURCE_TYPES
 from memories.history import history_added, history_record, history_row
-from memories.layers import LayerIdentifiers, parse_layer, require_identifiers
 from memories.models import HistoryAction, Kind, Memory, State
-from memories.scoping import check_layer, resolve_identifiers
+from memories.restrictions import check_layer
+from memories.scoping import resolve_identifiers
 from memories.telemetry import results_observed
 from memory_project.errors import (
     ContentTooLong,
@@ -29,7 +29,9 @@ from memory_project.errors import (
     MemoryServiceError,
     VersionConflict,
 )
+from tenants.audit import audit_cross_tenant_probe
 from tenants.context import TenantContext
+from tenants.layers import LayerIdentifiers, parse_layer, require_identifiers
 
 MAX_METADATA_BYTES = 64 * 1024
 

@@ -16,6 +16,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from jobs.services import job_enqueue
+from memories.reembed import memories_reembed
 from tenants.context import tenant_scope
 from tenants.models import Tenant
 from tenants.services import system_context
@@ -85,8 +86,6 @@ def memory_reembed(tenant_id: str, memory_ids: list[str]) -> dict[str, Any]:
     """Re-embed a batch of one tenant's memories with the current model
     (``memories.reembed.memories_reembed``: idempotent, exactly once in effect even when the
     message is delivered again after a worker died)."""
-    from memories.reembed import memories_reembed
-
     tenant = Tenant.objects.filter(pk=tenant_id, is_active=True).first()
     if tenant is None:
         return {"skipped": True}

@@ -23,6 +23,8 @@ import tomllib
 from typing import Any
 
 from llm.budgets import validate_llm_settings
+from memories.lifecycle import VOLATILE_LAYERS, parse_period
+from memories.lifecycle_config import CHECKS
 from memories.recall import validate_weights
 from memory_project.errors import InvalidInput
 from memory_project.validation import unstorable_text
@@ -149,9 +151,6 @@ def validate_lifecycle(lifecycle: dict[str, Any]) -> None:
     Raises:
         InvalidInput: an unknown key or a value out of range, naming it.
     """
-    from memories.lifecycle import VOLATILE_LAYERS, parse_period
-    from memories.lifecycle_config import CHECKS
-
     for section, checks in CHECKS.items():
         values = lifecycle.get(section)
         if values is None:

@@ -222,7 +222,7 @@ class PayloadTooLarge(MemoryServiceError):
 
 class WorkBudgetExceeded(MemoryServiceError):
     """``WORK_BUDGET_EXCEEDED`` (HTTP 422): the input needs more processing time than one
-    request may take (``memory_project.heavy_work``); nothing was stored. Send less at once."""
+    request may take (``tenants.heavy_work``); nothing was stored. Send less at once."""
 
     code = "WORK_BUDGET_EXCEEDED"
     status = 422

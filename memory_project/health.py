@@ -1,9 +1,9 @@
-"""``/health`` (the process is alive) and ``/ready`` (database, Redis and model are ready)."""
+"""``/health`` (the process is alive) and ``/ready`` (database, Redis and the components the
+apps register, such as the embedding model, are ready)."""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,24 +45,18 @@ def _redis() -> None:
         raise RuntimeError("Redis did not return the probe value")
 
 
-#: How long a successful model probe stands: /ready is open to anyone, and must not make the
-#: model (or a paid provider) run on every call.
-MODEL_PROBE_SECONDS = 60.0
-_model_ok_until = 0.0
-_model_lock = threading.Lock()
+#: Components an app adds to the readiness decision (``register_required``), in order: the
+#: memories app adds ``embeddingModel``.
+_required: dict[str, Callable[[], None]] = {}
 
 
-def _embedding_model() -> None:
-    global _model_ok_until
-    from memories.embeddings import get_embedder
+def register_required(name: str, probe: Callable[[], None]) -> None:
+    """Make ``/ready`` depend on ``probe()`` under ``name`` (called from ``AppConfig.ready()``).
 
-    with _model_lock:
-        if time.monotonic() < _model_ok_until:
-            return
-        vector = get_embedder().encode(["ready"])
-        if vector.shape[0] != 1:
-            raise RuntimeError("embedding model returned no vector")
-        _model_ok_until = time.monotonic() + MODEL_PROBE_SECONDS
+    ``probe`` raises when the component does not work; it must be cheap on repeat calls
+    (cache its own success).
+    """
+    _required[name] = probe
 
 
 #: Components an app reports itself (``register_component``): they appear in ``/ready`` but
@@ -90,7 +84,8 @@ def _reported_component(probe: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 @require_GET
 def ready(request: HttpRequest) -> JsonResponse:
-    """Readiness: 200 when the database, Redis and the embedding model all work, else 503.
+    """Readiness: 200 when the database, Redis and every component registered with
+    :func:`register_required` (the embedding model) work, else 503.
 
     The first call loads the model (a few seconds) and runs it once; a success stands for
     ``MODEL_PROBE_SECONDS`` (60 s), so later calls cost no model run. A failing component
@@ -98,11 +93,9 @@ def ready(request: HttpRequest) -> JsonResponse:
     :func:`register_component` (``llm``) are reported beside them without deciding the
     status.
     """
-    components = {
-        "database": _check(_database),
-        "redis": _check(_redis),
-        "embeddingModel": _check(_embedding_model),
-    }
+    components = {"database": _check(_database), "redis": _check(_redis)}
+    for name, check in _required.items():
+        components[name] = _check(check)
     healthy = all(c["status"] == "healthy" for c in components.values())
     for name, probe in _reported.items():
         components[name] = _reported_component(probe)

@@ -23,11 +23,10 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -38,7 +37,6 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from memory_project.errors import Unauthorized, envelope_response
@@ -61,37 +59,15 @@ EMBEDDING_CACHE = Counter(
     ["level", "result"],
 )
 
-#: Cache key (per tenant) of the ``storage_size`` job's counts: ``{layer: count}``.
-STORAGE_SIZE_KEY = "metrics:storage_size:{tenant_id}"
-#: Seconds a tenant's counts stay valid; the job runs well within it.
-STORAGE_SIZE_TTL = 3600
+#: Collectors an app adds to every scrape (``register_scrape_collector``), e.g. the memories
+#: app's ``memory_storage_size`` gauge.
+_scrape_collectors: dict[str, Collector] = {}
 
 
-class StorageSizeCollector(Collector):
-    """``memory_storage_size{layer}`` from the counts the ``storage_size`` job cached.
-
-    A scrape reads the active tenants' ids (a small table) and one cache ``get_many``;
-    it never counts memories itself.
-    """
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        from memories.layers import Layer
-        from tenants.models import Tenant
-
-        family = GaugeMetricFamily(
-            "memory_storage_size", "Memories stored (not deleted), by layer", labels=["layer"])
-        totals = dict.fromkeys((layer.value for layer in Layer), 0)
-        try:
-            ids = Tenant.objects.filter(is_active=True).values_list("id", flat=True)
-            keys = [STORAGE_SIZE_KEY.format(tenant_id=i) for i in ids]
-            for counts in cache.get_many(keys).values():
-                for layer, count in counts.items():
-                    totals[layer] = totals.get(layer, 0) + int(count)
-        except Exception:  # a scrape reports what it can; the database or cache may be down
-            return
-        for layer, count in totals.items():
-            family.add_metric([layer], count)
-        yield family
+def register_scrape_collector(name: str, collector: Collector) -> None:
+    """Add ``collector`` under ``name`` to the registry every scrape reads (from
+    ``AppConfig.ready()``; registering a name again replaces it)."""
+    _scrape_collectors[name] = collector
 
 
 def registry() -> CollectorRegistry:
@@ -103,7 +79,8 @@ def registry() -> CollectorRegistry:
     else:
         scrape = CollectorRegistry(auto_describe=False)
         scrape.register(_Forward(REGISTRY))
-    scrape.register(StorageSizeCollector())
+    for collector in _scrape_collectors.values():
+        scrape.register(collector)
     return scrape
 
 

@@ -142,10 +142,10 @@ class ObservabilityMiddleware:
 
 
 def _tenant_context(request: HttpRequest) -> Any:
-    from tenants.context import TenantContext
-
+    """The request's tenant context (DRF's ``request.auth``: a ``tenants.context.
+    TenantContext``, read by its ``tenant_slug``) or ``None``."""
     auth = getattr(request, "auth", None)
-    return auth if isinstance(auth, TenantContext) else None
+    return auth if hasattr(auth, "tenant_slug") else None
 
 
 class RequestIdFilter(logging.Filter):

@@ -33,7 +33,7 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # (jobs.services). Every 30 seconds.
     "send queued jobs": {"task": "jobs.outbox_drain", "every_seconds": 30},
     # The platform's security log: which lookups of missing ids named another tenant's
-    # object (governance.services.security_probes_classify). Every 5 minutes.
+    # object (tenants.audit.security_probes_classify). Every 5 minutes.
     "classify security probes": {"task": "governance.security_probes_classify",
                                  "every_seconds": 300},
 }

@@ -175,6 +175,7 @@ INSTALLED_APPS = [
     "summaries",
     "jobs",
     "console",
+    "bench",  # LoCoMo import/evaluation and benchmarks (not product code)
 ]
 
 MIDDLEWARE = [
@@ -186,7 +187,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memory_project.middleware.BodySizeLimitMiddleware",
     "memory_project.resilience.DegradedHeaderMiddleware",
-    "memory_project.heavy_work.RequestBudgetMiddleware",  # time for CPU-heavy work
+    "tenants.heavy_work.RequestBudgetMiddleware",  # time for CPU-heavy work
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -245,7 +246,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memory_project.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
-    "DEFAULT_THROTTLE_CLASSES": ["memory_project.ratelimit.ApiKeyRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.ratelimit.ApiKeyRateThrottle"],
 }
 
 SPECTACULAR_SETTINGS = {
@@ -322,7 +323,7 @@ RATE_LIMIT_WINDOW_SECONDS = env_int("RATE_LIMIT_WINDOW_SECONDS", 60)
 # Per tenant (all its keys together), and per client address for invalid keys; 0 disables.
 RATE_LIMIT_TENANT_REQUESTS = env_int("RATE_LIMIT_TENANT_REQUESTS", 3000)
 RATE_LIMIT_INVALID_KEY_REQUESTS = env_int("RATE_LIMIT_INVALID_KEY_REQUESTS", 30)
-# CPU-heavy work of a request (memory_project/heavy_work.py): worker processes per web process
+# CPU-heavy work of a request (tenants/heavy_work.py): worker processes per web process
 # (0: in the calling thread), their nice increment, concurrent heavy calls per tenant across
 # all processes, and time limits per call and per request.
 HEAVY_WORK_PROCESSES = env_int("HEAVY_WORK_PROCESSES", 1)

@@ -6,7 +6,6 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from memories.api.session_views import SessionCloseView
 from memory_project import health, metrics
 
 urlpatterns = [
@@ -16,8 +15,6 @@ urlpatterns = [
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("governance.api.urls")),
     path("api/v1/", include("llm.api.urls")),
-    path("api/v1/sessions/<str:session_id>/close", SessionCloseView.as_view(),
-         name="session-close"),
     path("metrics", metrics.metrics_view, name="prometheus-django-metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"),

@@ -21,7 +21,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 STORABLE_TEXT_PATTERN = r"^[^\x00]*$"
 #: The characters Python's ``str.isspace`` (and so ``str.strip``) treats as whitespace.
 _WHITESPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-#: A layer identifier (``memories.layers``): no NUL and not blank (at least one character
+#: A layer identifier (``tenants.layers``): no NUL and not blank (at least one character
 #: that ``str.strip`` keeps).
 IDENTIFIER_PATTERN = rf"^[^\x00]*[^\x00{_WHITESPACE}][^\x00]*$"
 

@@ -22,11 +22,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_project.settings")
 os.environ["MEMORY_WEB_PROCESS"] = "1"
 application = get_wsgi_application()
 
-from django.conf import settings  # noqa: E402  (after Django is set up)
+from memory_project import warmup  # noqa: E402  (after Django is set up)
 
-if settings.EMBEDDING_WARMUP and settings.EMBEDDING_PROVIDER == "local":
-    from memories.embeddings import get_embedder
-
-    get_embedder().encode(["warm up"])
+warmup.run()  # the apps' steps: the memories app loads its embedding model
 gc.collect()
 gc.freeze()

@@ -13,8 +13,8 @@ from rest_framework.request import Request
 
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidTenantContext, RateLimited
-from memory_project.ratelimit import invalid_key_blocked, invalid_key_hit
 from tenants.context import TenantContext, activate, tenant_scope
+from tenants.ratelimit import invalid_key_blocked, invalid_key_hit
 from tenants.services import api_key_authenticate, api_key_touch, api_key_use_due
 
 

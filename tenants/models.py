@@ -1,4 +1,4 @@
-"""Tenants (companies), the org → team → project hierarchy, and API keys."""
+"""Tenants (companies), the org → team → project hierarchy, API keys, and the audit log."""
 
 from __future__ import annotations
 
@@ -134,3 +134,49 @@ class ApiKey(TenantOwnedModel):
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
 
+
+class AuditEntry(TenantOwnedModel):
+    """One audit log entry. Append-only: the app role may insert and read, never change."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=64, db_index=True)
+    target_type = models.CharField(max_length=64, blank=True)
+    target_id = models.CharField(max_length=255, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "audit log"
+        db_table = "governance_auditentry"  # the table predates the move to tenants
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action}"
+
+
+class SecurityProbe(models.Model):
+    """A lookup of an id that the caller's tenant does not have: the platform's security log.
+
+    Recorded for every such miss, whether or not the id exists in another tenant, so that the
+    request does the same work either way (no timing difference, no tenant-visible trace);
+    a beat job (``tenants.audit.security_probes_classify``) later marks the ones that
+    named another tenant's object. Not tenant-owned: the application's role may only insert
+    (``tenants.rls.INSERT_ONLY_TABLES``); platform staff read it in the admin.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    prober_tenant_id = models.UUIDField(db_index=True)  # not tenant-owned: no tenant_id
+    actor = models.CharField(max_length=200)
+    target_type = models.CharField(max_length=64)
+    target_id = models.UUIDField()
+    #: ``None`` until classified; then whether the id belonged to another tenant.
+    cross_tenant = models.BooleanField(null=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        db_table = "governance_securityprobe"  # the table predates the move to tenants
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.target_type}"

@@ -22,7 +22,9 @@ from memory_project.errors import (
     Unauthorized,
 )
 from tenants import key_cache
+from tenants.audit import audit_record
 from tenants.context import API_KEY_PREFIX_GUC, TenantContext, set_guc
+from tenants.layers import IDENTIFIER_FIELDS, Layer
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
 from tenants.permissions import Role
 
@@ -48,8 +50,6 @@ def system_context(tenant: Tenant, name: str = "system") -> TenantContext:
 
 
 def _audit(ctx: TenantContext, action: str, key: ApiKey) -> None:
-    from governance.services import audit_record  # governance builds on tenants
-
     audit_record(ctx, action=action, target_type="api_key", target_id=key.pk,
                  details={"prefix": key.prefix, "name": key.name})
 
@@ -146,8 +146,6 @@ def restriction_narrowed(
         InvalidInput: unknown layer or identifier, or an empty identifier value.
         Unauthorized: the new key would reach something the creator cannot.
     """
-    from memories.layers import IDENTIFIER_FIELDS, Layer  # memories builds on tenants
-
     layer_names = {layer.value for layer in Layer}
     unknown = sorted(set(allowed_layers) - layer_names)
     if unknown:

@@ -10,11 +10,11 @@ import pytest
 from django.db import connections
 from rest_framework.test import APIClient
 
-from memories.layers import LayerIdentifiers
 from memories.models import Memory
 from memories.services import MemoryInput, memory_add
 from tenants import services as tenant_services
 from tenants.context import TenantContext, tenant_scope
+from tenants.layers import LayerIdentifiers
 from tenants.models import Tenant
 
 
@@ -127,7 +127,8 @@ def _language_model_offline(settings: Any, monkeypatch: pytest.MonkeyPatch) -> I
 def _fresh_breakers() -> Iterator[None]:
     """Circuit breakers and the rate limiter's client are per process: start each test
     with closed circuits, so one test's failures cannot open another's."""
-    from memory_project import ratelimit, resilience
+    from memory_project import resilience
+    from tenants import ratelimit
 
     resilience.reset_breakers()
     ratelimit.reset_client()

@@ -9,9 +9,10 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from console.services import console_member_set
-from governance.models import AuditEntry, Policy, ReviewItem
+from governance.models import Policy, ReviewItem
 from governance.services import policy_create
 from tenants.context import tenant_scope
+from tenants.models import AuditEntry
 
 PASSWORD = "console-test-pw-81"
 MISSING = uuid.UUID("01a1fb8f-0000-7000-8000-000000000000")

@@ -16,7 +16,8 @@ from django.conf import settings
 from django.core.cache import close_caches
 from django.test import override_settings
 
-from memory_project import ratelimit, resilience
+from memory_project import resilience
+from tenants import ratelimit
 from tests.helpers import wait_for
 
 
@@ -75,11 +76,11 @@ def stale_tenant(django_db_blocker: Any, name: str, texts: list[str]
     """A committed tenant ``name`` with one user memory per text, each marked as embedded by
     another model; yields ``{"tenant", "ctx", "ids"}`` (ids as strings) and deletes the
     tenant afterwards."""
-    from memories.layers import LayerIdentifiers
     from memories.models import Memory
     from memories.services import MemoryInput, memory_bulk_add
     from tenants import services as tenant_services
     from tenants.context import tenant_scope
+    from tenants.layers import LayerIdentifiers
     from tests.test_celery_worker import _delete_tenant
 
     with django_db_blocker.unblock():

@@ -139,7 +139,7 @@ def test_every_pattern_is_one_the_schema_validators_read() -> None:
 
 def test_the_identifier_pattern_is_the_rule_the_service_applies() -> None:
     """Every character alone, and padded by letters: the pattern accepts exactly what
-    ``memories.layers`` accepts (not blank by ``str.strip``, nothing ``unstorable_text``)."""
+    ``tenants.layers`` accepts (not blank by ``str.strip``, nothing ``unstorable_text``)."""
     import jsonschema_rs
 
     validator = jsonschema_rs.validator_for({"type": "string", "pattern": IDENTIFIER_PATTERN})

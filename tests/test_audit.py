@@ -12,9 +12,9 @@ from django.db import DatabaseError, connection, transaction
 from rest_framework.test import APIClient
 from uuid6 import uuid7
 
-from governance.models import AuditEntry
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
+from tenants.models import AuditEntry
 from tests.helpers import assert_error, body
 
 pytestmark = pytest.mark.django_db

@@ -1,10 +1,10 @@
-"""The bench's CPU steal reading (``memories.bench.machine``)."""
+"""The bench's CPU steal reading (``bench.machine``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from memories.bench.machine import CpuTimes, cpu_times, steal_label, steal_percent
+from bench.machine import CpuTimes, cpu_times, steal_label, steal_percent
 
 
 def stat_file(tmp_path: Path, cpu_line: str) -> Path:

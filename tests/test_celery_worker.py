@@ -19,11 +19,11 @@ from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from memories.layers import LayerIdentifiers
 from memories.models import Memory
 from memories.services import MemoryInput, memory_add
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
+from tenants.layers import LayerIdentifiers
 
 TENANT_TABLES = ("memories_memoryfeedback", "memories_memoryhistory", "memories_memory",
                  "memories_closedsession", "governance_auditentry", "governance_reviewitem",

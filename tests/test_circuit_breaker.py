@@ -15,7 +15,8 @@ from django.core.cache import cache
 
 from memories import embeddings
 from memories.embeddings import clear_local_cache, set_embedder
-from memory_project import ratelimit, resilience
+from memory_project import resilience
+from tenants import ratelimit
 from tests.helpers import assert_error
 
 pytestmark = pytest.mark.django_db

@@ -165,8 +165,8 @@ def test_a_pinned_block_keeps_its_configuration_and_the_next_one_sees_changes(te
 
 
 def test_a_search_reads_the_configuration_version_once(tenant_a) -> None:
-    from memories.layers import LayerIdentifiers
     from memories.search import SearchRequest, memory_search
+    from tenants.layers import LayerIdentifiers
 
     tenant_a.add("User likes green tea")
     request = SearchRequest(query="green tea", identifiers=LayerIdentifiers.from_mapping(

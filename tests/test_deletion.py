@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from governance.models import AuditEntry
 from memories import selectors
 from memories.api.serializers import MemorySerializer
 from memories.models import Memory, MemoryHistory
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
+from tenants.models import AuditEntry
 from tests.helpers import assert_error, body, memory_row
 from tests.retrieval_helpers import ids, recalled, searched
 
@@ -244,7 +244,7 @@ def test_it_erases_every_memory_of_a_user_in_any_layer_and_state(tenant_a, tenan
     assert memory_row(tenant_a, kept.pk)["state"] == "active"
     assert memory_row(tenant_b, theirs.pk)["state"] == "active"
     (entry,) = audit(tenant_a, "memory_erase_request")
-    from governance.services import pseudonym
+    from tenants.audit import pseudonym
 
     assert entry.details == {"identifiers": {"userId": pseudonym(tenant_a.ctx, "u1")},
                              "erased": 4, "reviewItems": 0, "closedSessions": 0}

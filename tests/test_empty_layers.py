@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from memories import search
-from memories.layers import Layer, LayerIdentifiers
 from memories.scoping import layer_queryset, populated_layers, resolve_identifiers
 from tenants.context import tenant_scope
+from tenants.layers import Layer, LayerIdentifiers
 from tests.retrieval_helpers import searched
 
 pytestmark = pytest.mark.django_db

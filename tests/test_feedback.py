@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from governance.models import AuditEntry
 from memories import maintenance
 from memories.models import Memory, MemoryFeedback, MemoryHistory
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
+from tenants.models import AuditEntry
 from tests.helpers import assert_error, body, memory_row
 from tests.retrieval_helpers import ids, recalled, reload, searched
 

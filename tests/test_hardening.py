@@ -68,7 +68,7 @@ def _raw(port: int, request: bytes) -> tuple[int, bytes]:
 def test_gunicorn_answers_its_own_errors_in_the_envelope(owner_flushes: None) -> None:
     import json
 
-    from memories.bench.http import Server
+    from bench.http import Server
 
     db = connections["default"].settings_dict
     url = f"postgres://{db['USER']}@{db['HOST'].replace('/', '%2F')}/{db['NAME']}"

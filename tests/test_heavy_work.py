@@ -14,9 +14,9 @@ import pytest
 from django.db import connections
 
 from memories.models import Memory
-from memory_project import heavy_work
-from memory_project.ratelimit import concurrency_slot
+from tenants import heavy_work
 from tenants.context import tenant_scope
+from tenants.ratelimit import concurrency_slot
 from tests.helpers import assert_error, body
 
 P = "/api/v1/policies"
@@ -115,7 +115,7 @@ def test_one_tenant_flooding_policy_try_does_not_stall_another(
     longest, most digit-dense text allowed) without pause, while tenant B lists its memories:
     B's p95 stays within twice its idle p95. Gunicorn runs as ``run_stack`` runs it (gthread),
     with one worker of four threads, so that A could take every thread."""
-    from memories.bench.http import Client, Server
+    from bench.http import Client, Server
 
     tenant_b.add("B's only memory.", identifiers={"userId": "u1"})
     db = connections["default"].settings_dict

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from governance.models import AuditEntry
 from memories import history as history_module
-from memories.layers import LayerIdentifiers
 from memories.models import Memory, MemoryHistory
 from memories.services import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
+from tenants.layers import LayerIdentifiers
+from tenants.models import AuditEntry
 from tests.helpers import assert_error, body
 
 pytestmark = pytest.mark.django_db

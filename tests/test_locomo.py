@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from memories.locomo import load_samples, questions, recall_at_k, turns
+from bench.locomo import load_samples, questions, recall_at_k, turns
 from memories.models import Memory
 from tenants.context import tenant_scope
 from tenants.models import Project

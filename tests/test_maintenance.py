@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from governance.models import AuditEntry
 from memories import maintenance
 from memories.confidence import confidence_state, effective_confidence
 from memories.embeddings import get_embedder
 from memories.models import Memory, MemoryHistory
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
+from tenants.models import AuditEntry
 from tests.helpers import body, memory_row
 from tests.retrieval_helpers import (
     MemoryUpdates,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from memories.layers import REQUIRED, Layer
+from tenants.layers import REQUIRED, Layer
 from tests.helpers import assert_error, body, memory_row, snapshot
 
 pytestmark = pytest.mark.django_db

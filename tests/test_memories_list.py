@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from memories.layers import LayerIdentifiers
 from memories.services import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
+from tenants.layers import LayerIdentifiers
 from tests.helpers import assert_error, body
 
 pytestmark = pytest.mark.django_db

@@ -12,11 +12,10 @@ from django.db import connections, transaction
 from django.db.utils import ProgrammingError
 from django.test.utils import CaptureQueriesContext
 
-from governance.models import AuditEntry, SecurityProbe
-from governance.services import security_probes_classify
 from memories.models import Memory
+from tenants.audit import security_probes_classify
 from tenants.context import dangerously_cross_tenant, tenant_scope
-from tenants.models import Tenant
+from tenants.models import AuditEntry, SecurityProbe, Tenant
 
 pytestmark = pytest.mark.django_db(transaction=True,
                                    databases=["default", "owner", "platform"])

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import regex
 
-from governance.models import AuditEntry, Policy, ReviewItem
+from governance.models import Policy, ReviewItem
 from memories.models import Memory
 from tenants.context import tenant_scope
+from tenants.models import AuditEntry
 from tests.helpers import assert_error, body, new_key, snapshot
 from tests.retrieval_helpers import searched
 

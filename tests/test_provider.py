@@ -12,10 +12,10 @@ import pytest
 
 from memories import embeddings
 from memories.filters import MetadataFilter
-from memories.layers import LayerIdentifiers
 from memories.provider import MemoryProvider, PostgresMemoryProvider, get_provider
 from memories.search import Mode, SearchRequest
 from memories.services import MemoryInput
+from tenants.layers import LayerIdentifiers
 from tests.helpers import assert_error, body
 from tests.retrieval_helpers import reload
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from memory_project import ratelimit
+from tenants import ratelimit
 from tenants import services as tenant_services
 from tenants.context import TenantContext, tenant_scope
 from tests.conftest import TenantFixture

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from memories.layers import Layer, LayerIdentifiers
 from memories.models import Memory
 from memories.scoping import keyword_scope, resolve_identifiers, scope_lexeme
 from memories.services import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
+from tenants.layers import Layer, LayerIdentifiers
 
 pytestmark = pytest.mark.django_db
 

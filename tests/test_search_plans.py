@@ -13,13 +13,13 @@ from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memories import embeddings, semantic
-from memories.layers import Layer, LayerIdentifiers
 from memories.models import Memory
 from memories.scoping import resolve_identifiers, scope_lexeme
 from memories.search import SearchRequest, memory_search
 from memories.semantic import widened
 from memories.services import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
+from tenants.layers import Layer, LayerIdentifiers
 
 pytestmark = pytest.mark.django_db
 

@@ -55,10 +55,9 @@ def test_it_is_not_ready_when_redis_fails(client, monkeypatch) -> None:
 
 
 def test_ready_runs_the_model_at_most_once_a_minute(client, monkeypatch) -> None:
-    from memories import embeddings
-    from memory_project import health
+    from memories import embedding_readiness, embeddings
 
-    monkeypatch.setattr(health, "_model_ok_until", 0.0)
+    monkeypatch.setattr(embedding_readiness, "_model_ok_until", 0.0)
     calls: list[int] = []
     real = embeddings.get_embedder()
     monkeypatch.setattr(real, "encode", lambda texts, _f=real.encode: calls.append(1) or _f(texts))

@@ -13,11 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from memories import keyword
 from memories.deletion import memory_delete, memory_erase_by_identifiers
 from memories.keyword import ScopeStats, champion_term, scope_hash
-from memories.layers import Layer, LayerIdentifiers
 from memories.models import TermImpact
 from memories.scoping import scope_lexeme
 from memories.services import memory_update
 from tenants.context import tenant_scope
+from tenants.layers import Layer, LayerIdentifiers
 from tests.retrieval_helpers import searched
 
 pytestmark = pytest.mark.django_db

@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import ClassVar, TypeAlias
 
 from memory_project.errors import InvalidInput
+from vectors.errors import BackendRequestFailed
 
 MetadataValue: TypeAlias = str | int | float | bool
 #: ``{"layer": "user", "kind": ["fact", "rule"]}``: every term must hold; a list is "any of".
@@ -197,8 +198,6 @@ class VectorBackend(ABC):
         Raises:
             BackendRequestFailed: the backend cannot list its vectors (``supports_scan``).
         """
-        from vectors.errors import BackendRequestFailed
-
         raise BackendRequestFailed(f"The {self.name} backend cannot list its vectors.",
                                    details={"backend": self.name})
 

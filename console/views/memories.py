@@ -18,14 +18,14 @@ from console.access import ConsoleAccess, console_view
 from console.forms import MemoryEditForm, SearchForm
 from console.models import ConsoleRole
 from governance.models import ReviewItem
-from governance.services import audit_cross_tenant_probe
 from memories.deletion import memory_archive
-from memories.layers import LayerIdentifiers
 from memories.models import UNSERVED_COLUMNS, Memory, State
 from memories.recall import RecallRequest, memory_recall
 from memories.search import SearchRequest, memory_search
 from memories.selectors import memory_history
 from memory_project.errors import MemoryNotFound, MemoryServiceError
+from tenants.audit import audit_cross_tenant_probe
+from tenants.layers import LayerIdentifiers
 
 RECENT = 25
 

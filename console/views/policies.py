@@ -17,14 +17,9 @@ from console.models import ConsoleRole
 from governance.models import Policy
 from governance.policies import Decision
 from governance.selectors import policy_list
-from governance.services import (
-    audit_cross_tenant_probe,
-    policy_create,
-    policy_delete,
-    policy_try,
-    policy_update,
-)
+from governance.services import policy_create, policy_delete, policy_try, policy_update
 from memory_project.errors import MemoryServiceError, NotFound
+from tenants.audit import audit_cross_tenant_probe
 
 
 @console_view(ConsoleRole.ADMIN)

@@ -14,8 +14,9 @@ from console.access import ConsoleAccess, console_view
 from console.models import ConsoleRole
 from governance.models import ReviewItem, ReviewKind, ReviewStatus
 from governance.selectors import review_list
-from governance.services import audit_cross_tenant_probe, review_decide
+from governance.services import review_decide
 from memory_project.errors import MemoryServiceError
+from tenants.audit import audit_cross_tenant_probe
 
 PAGE = 100
 

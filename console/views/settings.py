@@ -16,13 +16,13 @@ from console import services
 from console.access import ConsoleAccess, console_view
 from console.forms import SettingsForm
 from console.models import ConsoleRole
-from governance.services import audit_cross_tenant_probe
 from memories.lifecycle import lifecycle_settings
 from memories.lifecycle_config import deleted_retention_days, lifecycle_section
 from memories.recall import recall_settings
 from memories.search import default_threshold
 from memories.tenant_settings import settings_get
 from memory_project.errors import MemoryServiceError, NotFound
+from tenants.audit import audit_cross_tenant_probe
 from tenants.models import ApiKey
 from tenants.permissions import Role
 from tenants.services import api_key_create, api_key_revoke

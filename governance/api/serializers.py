@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-from governance.models import AuditEntry, Policy, ReviewItem, ReviewKind, ReviewStatus
+from governance.models import Policy, ReviewItem, ReviewKind, ReviewStatus
 from memory_project.validation import JsonObjectField, StrictCharField, no_nul
+from tenants.models import AuditEntry
 
 
 class PolicySerializer(serializers.ModelSerializer):

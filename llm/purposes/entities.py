@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llm.purposes.base import DATA_RULE, JSON_RULE, InvalidOutput, Purpose, data_block
 from llm.purposes.nlp import nlp
+from llm.runner import run
 from tenants.context import TenantContext
 
 ENTITY_TYPES = ("PERSON", "PLACE", "ORGANIZATION", "OBJECT", "EVENT", "DATE", "CONCEPT")
@@ -246,8 +247,6 @@ def extract_entities(ctx: TenantContext, *, text: str, reference_time: datetime 
     """Entities and relations of ``text`` for ``ctx``'s tenant, through the configured model
     or, offline, spaCy (``llm.runner``). ``reference_time`` is accepted for the graph's
     callers (dates are returned as written). Never raises for the model's failures."""
-    from llm.runner import run
-
     result = run(ctx, PURPOSE, EntitiesInput(text), layer=layer)
     value = result.value
     return EntityExtraction(value.entities, value.relations, model=result.model,

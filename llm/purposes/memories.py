@@ -32,6 +32,7 @@ from llm.purposes.base import (
     supported,
 )
 from llm.purposes.nlp import nlp
+from llm.runner import run
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 
@@ -201,8 +202,6 @@ def extract_memories(ctx: TenantContext, *, messages: list[Message],
         InvalidInput: no messages.
         BudgetExceeded: never (an exhausted budget falls back offline).
     """
-    from llm.runner import run
-
     if not messages:
         raise InvalidInput("No messages to extract memories from.")
     result = run(ctx, PURPOSE, MemoriesInput(tuple(messages), reference_time), layer=layer)

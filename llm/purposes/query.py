@@ -28,6 +28,7 @@ from llm.purposes.base import (
     data_block,
 )
 from llm.purposes.nlp import nlp
+from llm.runner import run
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 
@@ -131,8 +132,6 @@ def refine_query(ctx: TenantContext, *, query: str) -> QueryRefinement:
     Raises:
         InvalidInput: an empty query, or one over :data:`MAX_QUERY_CHARS` characters.
     """
-    from llm.runner import run
-
     if not query.strip() or len(query) > MAX_QUERY_CHARS:
         raise InvalidInput(f"The query must have 1 to {MAX_QUERY_CHARS} characters.")
     result = run(ctx, PURPOSE, query)

@@ -30,6 +30,7 @@ from llm.purposes.base import (
     data_block,
     supported,
 )
+from llm.runner import run
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 
@@ -202,8 +203,6 @@ def summarize(ctx: TenantContext, *, depth: str, sources: list[Source], subject:
         InvalidInput: an unknown depth, or no sources.
         BudgetExceeded: the tenant's budget for the period is spent (no model call made).
     """
-    from llm.runner import run
-
     if depth not in DEPTHS:
         raise InvalidInput(f"Unknown depth {depth!r}; one of {', '.join(DEPTHS)}.")
     if not sources:

@@ -13,11 +13,11 @@ from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 from rest_framework.views import APIView
 
-from governance.services import audit_record
 from memories import selectors
 from memories.api.params import bool_param, only_params
 from memories.api.serializers import MemorySerializer
 from memories.provider import get_provider
+from tenants.audit import audit_record
 from tenants.context import TenantContext, require_context
 
 

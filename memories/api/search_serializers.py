@@ -14,11 +14,11 @@ from memories.api.serializers import (
     _finite,
 )
 from memories.filters import OPERATORS, MetadataFilter
-from memories.layers import LayerIdentifiers
 from memories.recall import Recalled, RecallRequest
 from memories.search import MAX_LIMIT, Candidate, Mode, SearchRequest
 from memory_project.errors import InvalidInput
 from memory_project.validation import JSON_OBJECT
+from tenants.layers import LayerIdentifiers
 
 
 def _known_operators(spec: Any) -> Any:

@@ -10,7 +10,6 @@ from rest_framework import serializers
 
 from memories.api.representation import memory_representation
 from memories.confidence import memory_confidence
-from memories.layers import IDENTIFIER_FIELDS, MAX_IDENTIFIER_LENGTH, Layer, LayerIdentifiers
 from memories.models import Kind, Memory, MemoryHistory
 from memories.services import MemoryInput
 from memory_project.errors import InvalidInput
@@ -21,6 +20,7 @@ from memory_project.validation import (
     StrictCharField,
     no_nul,
 )
+from tenants.layers import IDENTIFIER_FIELDS, MAX_IDENTIFIER_LENGTH, Layer, LayerIdentifiers
 
 
 def _finite(value: float) -> float:

@@ -9,10 +9,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api.serializers import IdentifiersField
-from memories.layers import LayerIdentifiers
 from memories.lifecycle import session_close
 from memory_project.errors import InvalidInput
 from tenants.context import require_context
+from tenants.layers import LayerIdentifiers
 
 
 class SessionCloseSerializer(serializers.Serializer):

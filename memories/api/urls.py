@@ -4,6 +4,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from memories.api.export_views import CapabilitiesView, ExportView
+from memories.api.session_views import SessionCloseView
 from memories.api.settings_views import TenantSettingsView
 from memories.api.views import MemoryViewSet
 
@@ -25,5 +26,6 @@ urlpatterns = [
     path("settings", TenantSettingsView.as_view(), name="tenant-settings"),
     path("capabilities", CapabilitiesView.as_view(), name="capabilities"),
     path("export", ExportView.as_view(), name="memory-export"),
+    path("sessions/<str:session_id>/close", SessionCloseView.as_view(), name="session-close"),
     *router.urls,
 ]

@@ -30,7 +30,6 @@ from memories.api.serializers import (
     memory_input,
 )
 from memories.filters import SOURCE_TYPES, MetadataFilter
-from memories.layers import IDENTIFIER_FIELDS, Layer, LayerIdentifiers
 from memories.models import Memory, State
 from memories.recall import memory_recall
 from memories.search import memory_search
@@ -39,6 +38,7 @@ from memory_project.openapi import EnvelopedListSchema
 from memory_project.validation import IDENTIFIER_PATTERN
 from tenants.api.mixins import TenantScopedViewSetMixin
 from tenants.context import require_context
+from tenants.layers import IDENTIFIER_FIELDS, Layer, LayerIdentifiers
 
 
 def _memory_queryset() -> Any:

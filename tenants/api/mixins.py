@@ -10,6 +10,7 @@ from django.db.models import Model, QuerySet
 
 from memory_project.errors import MemoryServiceError, NotFound
 from memory_project.validation import unstorable_text
+from tenants.audit import audit_cross_tenant_probe
 from tenants.context import require_context
 
 
@@ -48,8 +49,6 @@ class TenantScopedViewSetMixin:
             obj = None  # a malformed id is just another id that does not exist
         if obj is None:
             if self.lookup_field == "pk":
-                from governance.services import audit_cross_tenant_probe
-
                 model = self.get_queryset().model
                 audit_cross_tenant_probe(require_context(), model=model, object_id=value)
             raise self.not_found_error()

@@ -26,9 +26,6 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from memory_project.env import env_int, env_str
 from memory_project.schedule import sync_beat_schedule
-from tenants import services
-from tenants.context import tenant_scope
-from tenants.models import Tenant
 
 STOP_TIMEOUT_SECONDS = 15
 _PR_SET_PDEATHSIG = 1
@@ -91,19 +88,9 @@ class Command(BaseCommand):
         ]
 
     def _ensure_demo_tenant(self) -> None:
-        name = settings.DEMO_TENANT_NAME
-        if not name or Tenant.objects.filter(slug=name).exists():
-            return
-        tenant = services.tenant_create(name=name, slug=name)
-        ctx = services.system_context(tenant, "run_stack")
-        with tenant_scope(ctx):
-            _, raw_key = services.api_key_create(ctx, name="demo")
-        bar = "=" * 72
-        self.stdout.write(
-            f"{bar}\nDemo tenant {name!r} created. Its API key (shown only this once):\n\n"
-            f"    {raw_key}\n\n"
-            f"    export MEMORY_API_KEY={raw_key}\n{bar}"
-        )
+        """``manage.py demo_tenant`` (the tenants app's command): creates the demo tenant once
+        and prints its key."""
+        call_command("demo_tenant", stdout=self.stdout)
 
     def _say(self, message: str, *, error: bool = False) -> None:
         """Print a status line; a closed terminal (SIGHUP) must not stop the shutdown."""

@@ -17,10 +17,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memories.bench import dataset, layers, machine
-from memories.bench.http import Client, Server
-from memories.locomo import load_samples, questions, turns
-from memories.management.commands.eval_locomo import evaluate
+from bench import dataset, layers, machine
+from bench.http import Client, Server
+from bench.locomo import load_samples, questions, turns
+from bench.management.commands.eval_locomo import evaluate
+from memories.models import Memory
 from tenants.context import tenant_scope
 from tenants.models import Tenant
 from tenants.services import system_context
@@ -142,8 +143,6 @@ class Command(BaseCommand):
         self.say(f"  single (1 per request):  {rate:8.1f} memories/s   "
                  f"{machine.steal_label(cpu, machine.cpu_times())}")
         with tenant_scope(system_context(tenant, "bench")):
-            from memories.models import Memory
-
             Memory.objects.all().delete()
 
     def _search(self, server: Server, tenant: Tenant, asked: list[str], n: int) -> None:

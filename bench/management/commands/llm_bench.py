@@ -100,7 +100,7 @@ class Command(BaseCommand):
                           f"(min {min(speeds):.1f}, max {max(speeds):.1f})")
 
     def _quality(self, base: str, path: Path, count: int) -> None:
-        from memories.locomo import load_samples, turns
+        from bench.locomo import load_samples, turns
 
         settings.LLM_BASE_URL = base
         settings.LLM_TIMEOUTS = '{"entities": 600, "summarize": 600}'

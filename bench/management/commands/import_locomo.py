@@ -13,12 +13,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memories.layers import LayerIdentifiers
-from memories.locomo import load_samples, turns
+from bench.locomo import load_samples, turns
 from memories.models import Kind, Memory
 from memories.services import MemoryInput, memory_bulk_add
 from memory_project.errors import MemoryServiceError
 from tenants.context import tenant_scope
+from tenants.layers import LayerIdentifiers
 from tenants.management.commands.create_api_key import find_tenant
 from tenants.services import project_get_or_create, system_context
 

@@ -6,7 +6,7 @@ per character) would hold that lock and make every other request of the process 
 work therefore goes through :func:`run_heavy`, which
 
 1. takes one of ``HEAVY_WORK_PER_TENANT`` (2) slots of the calling tenant, counted across all
-   processes in Redis (:func:`memory_project.ratelimit.concurrency_slot`): a tenant flooding
+   processes in Redis (:func:`tenants.ratelimit.concurrency_slot`): a tenant flooding
    its most expensive endpoint gets 429 ``RATE_LIMITED`` beyond that, and keeps at most that
    many web threads busy;
 2. runs the function in a worker process (``HEAVY_WORK_PROCESSES`` per web process, default
@@ -37,7 +37,7 @@ from django.conf import settings
 from pebble import ProcessExpired, ProcessPool
 
 from memory_project.errors import BackendUnavailable, WorkBudgetExceeded
-from memory_project.ratelimit import concurrency_slot
+from tenants.ratelimit import concurrency_slot
 
 T = TypeVar("T")
 

@@ -18,13 +18,13 @@ import numpy as np
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memories.layers import LayerIdentifiers
-from memories.locomo import CATEGORY_NAMES, load_samples, questions, recall_at_k
+from bench.locomo import CATEGORY_NAMES, load_samples, questions, recall_at_k
 from memories.models import Memory
 from memories.recall import RecallRequest, memory_recall
 from memories.search import Mode, SearchRequest, memory_search
 from memory_project.errors import MemoryServiceError
 from tenants.context import TenantContext, tenant_scope
+from tenants.layers import LayerIdentifiers
 from tenants.management.commands.create_api_key import find_tenant
 from tenants.services import system_context
 

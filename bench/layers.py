@@ -14,10 +14,10 @@ import numpy as np
 from django.db import connection
 
 from memories.embeddings import embed_query
-from memories.layers import Layer, LayerIdentifiers
 from memories.scoping import layer_queryset, resolve_identifiers, scope_lexeme
 from memories.search import Mode, SearchRequest, _layer_candidates
 from tenants.context import TenantContext, tenant_scope
+from tenants.layers import Layer, LayerIdentifiers
 
 
 def _one_layer(ctx: TenantContext, request: SearchRequest, vector: np.ndarray) -> int:
