@@ -17,9 +17,9 @@ from django.core.management import call_command
 from django.db import connections, transaction
 
 from memories.models import Memory
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.models import Tenant
-from tenants.services import api_key_create, system_context, tenant_create
+from tenants.services import api_key_create, tenant_create
 
 BENCH_DATABASE = "memory_bench"
 POOL_TENANT = "bench-pool"
@@ -66,15 +66,14 @@ def use_bench_database() -> str:
 def tenant_with_key(slug: str) -> tuple[Tenant, str]:
     """The bench tenant ``slug`` (created when missing) and a fresh API key for it."""
     tenant = Tenant.objects.filter(slug=slug).first() or tenant_create(name=slug, slug=slug)
-    ctx = system_context(tenant, "bench")
-    with tenant_scope(ctx):
+    with tenant_job(tenant, "bench") as ctx:
         _, raw_key = api_key_create(ctx, name="bench")
     return tenant, raw_key
 
 
 def count_project(tenant: Tenant, project: str) -> int:
     """Memories of ``tenant`` in ``project``."""
-    with tenant_scope(system_context(tenant, "bench")):
+    with tenant_job(tenant, "bench"):
         return Memory.objects.filter(project_id=project).count()
 
 
@@ -93,8 +92,9 @@ def fill(tenant: Tenant, pool: Tenant, count: int, seed: str) -> int:
     if have >= count:
         return have
     with transaction.atomic(using="owner"), connections["owner"].cursor() as cursor:
-        # The pool's rows are another tenant's: platform-level copy, for the bench only.
-        cursor.execute("SELECT set_config('app.cross_tenant', 'on', true)")
+        # The pool's rows are another tenant's: a platform-level copy, for the bench only, on
+        # the owner's connection (its role is a member of memory_platform, which row-level
+        # security lets through).
         cursor.execute(_FILL_SQL, {
             "pool": str(pool.id), "seed": seed,
             "count": count - have, "tenant": str(tenant.id), "project": BENCH_PROJECT,

@@ -16,12 +16,13 @@ from django.db import connection
 from memories.embeddings import embed_query
 from memories.scoping import layer_queryset, resolve_identifiers, scope_lexeme
 from memories.search import Mode, SearchRequest, _layer_candidates
-from tenants.context import TenantContext, tenant_scope
+from tenants.context import TenantContext
+from tenants.entry import tenant_job
 from tenants.layers import Layer, LayerIdentifiers
 
 
 def _one_layer(ctx: TenantContext, request: SearchRequest, vector: np.ndarray) -> int:
-    with tenant_scope(ctx):
+    with tenant_job(ctx):
         ids = resolve_identifiers(ctx, request.identifiers)
         base = layer_queryset(Layer.PROJECT, ids)
         lexeme = scope_lexeme(ctx.tenant_id, Layer.PROJECT, ids)
@@ -40,7 +41,7 @@ def compare(ctx: TenantContext, project: str, queries: list[str], layers: int = 
         for query in queries:
             request = SearchRequest(query=query, identifiers=LayerIdentifiers(projectId=project),
                                     mode=Mode.HYBRID)
-            with tenant_scope(ctx):
+            with tenant_job(ctx):
                 vector = embed_query(ctx.tenant_id, query)
             started = time.perf_counter()
             for _ in range(layers):

@@ -26,10 +26,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from console.models import ConsoleMembership, ConsoleRole
-from tenants.context import TenantContext, activate, set_guc
+from tenants.context import CONSOLE_USER_GUC, TenantContext, activate, side_door
 from tenants.models import Tenant
 
-CONSOLE_USER_GUC = "app.console_user_id"
 PLATFORM = "platform"
 
 
@@ -58,12 +57,9 @@ def membership_of(user: Any) -> ConsoleMembership | None:
     ``app.console_user_id``, which opens only that user's row). Must run in a transaction."""
     if not getattr(user, "is_authenticated", False):
         return None
-    set_guc(CONSOLE_USER_GUC, str(user.pk))
-    try:
+    with side_door(CONSOLE_USER_GUC, str(user.pk)):
         return ConsoleMembership._base_manager.select_related("tenant").filter(
             user_id=user.pk).first()
-    finally:
-        set_guc(CONSOLE_USER_GUC, "")
 
 
 def enter_tenant(request: HttpRequest, slug: str, roles: frozenset[str]) -> ConsoleAccess:

@@ -14,7 +14,7 @@ from governance.models import Policy, ReviewItem, ReviewStatus
 from governance.policies import clean_policy_data
 from memory_project.errors import MemoryServiceError
 from tenants.admin_base import TenantOwnedAdmin
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.models import AuditEntry, SecurityProbe
 from tenants.services import system_context
 
@@ -63,7 +63,7 @@ class ReviewItemAdmin(TenantOwnedAdmin):
         for item in queryset.filter(status=ReviewStatus.PENDING):
             ctx = system_context(item.tenant, f"admin:{request.user.get_username()}")
             try:
-                with tenant_scope(ctx):
+                with tenant_job(ctx):
                     services.review_decide(ctx, item_id=item.pk, approve=approve,
                                            reason="" if approve else "rejected in admin")
                 done += 1

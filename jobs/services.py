@@ -34,9 +34,9 @@ from jobs.models import QueuedJob
 from jobs.selectors import queued_jobs_count
 from memory_project.celery import app
 from memory_project.resilience import REDIS, call_guarded
-from tenants.context import TenantContext, tenant_scope
+from tenants.context import TenantContext
+from tenants.entry import run_in_scope, tenant_job
 from tenants.models import Tenant
-from tenants.services import system_context
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +74,15 @@ def job_enqueue(ctx: TenantContext, *, task: str, args: Sequence[Any] = (),
 
 def _send_one(ctx: TenantContext, job_id: Any) -> None:
     """After commit: hand one job to the broker unless a drain holds it already."""
-    with tenant_scope(ctx):
-        job = QueuedJob.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
-        sent = _hand_over([job]) if job is not None else 0
+    sent = run_in_scope(ctx, _send_if_free, job_id)
     if sent and _backlog.is_set():
         _backlog.clear()
         _request_drain()
+
+
+def _send_if_free(job_id: Any) -> int:
+    job = QueuedJob.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
+    return _hand_over([job]) if job is not None else 0
 
 
 def outbox_drain() -> dict[str, int]:
@@ -93,9 +96,8 @@ def outbox_drain() -> dict[str, int]:
     """
     sent = 0
     for tenant in Tenant.objects.order_by("id"):
-        ctx = system_context(tenant, "job:outbox")
         while True:
-            with tenant_scope(ctx):
+            with tenant_job(tenant, "job:outbox"):
                 batch = list(QueuedJob.objects.select_for_update(skip_locked=True)
                              .order_by("id")[:DRAIN_BATCH])
                 done = _hand_over(batch)

@@ -13,7 +13,8 @@ from django.utils import timezone
 from memories.lifecycle_config import lifecycle_section
 from memories.models import Memory
 from memory_project.after_response import after_response
-from tenants.context import TenantContext, tenant_scope
+from tenants.context import TenantContext
+from tenants.entry import run_in_scope
 
 # -----------------------------------------------
 
@@ -72,11 +73,7 @@ def memory_references_record_after_response(ctx: TenantContext, *,
         return
     ids = list(memory_ids)
 
-    def record() -> None:
-        with tenant_scope(ctx):
-            memory_references_record(ctx, memory_ids=ids)
-
-    after_response(record)
+    after_response(lambda: run_in_scope(ctx, memory_references_record, ctx, memory_ids=ids))
 
 
 def memory_references_record(ctx: TenantContext, *, memory_ids: list[uuid.UUID]) -> int:

@@ -13,9 +13,8 @@ from memories.deletion import memories_erase
 from memories.models import UNSERVED_COLUMNS, Memory, MemoryFeedback, MemoryHistory
 from tenants.admin_base import TenantOwnedAdmin
 from tenants.audit import audit_record
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.models import Tenant
-from tenants.services import system_context
 
 
 @admin.register(Memory)
@@ -44,8 +43,7 @@ class MemoryAdmin(TenantOwnedAdmin):
         for tenant_id, pk in queryset.values_list("tenant_id", "pk"):
             by_tenant.setdefault(tenant_id, []).append(pk)
         for tenant in Tenant.objects.filter(pk__in=by_tenant):
-            ctx = system_context(tenant, f"admin:{request.user.get_username()}")
-            with tenant_scope(ctx):
+            with tenant_job(tenant, f"admin:{request.user.get_username()}") as ctx:
                 erased = memories_erase(ctx, memory_ids=by_tenant[tenant.pk], reason="admin")
                 audit_record(ctx, action="memories_erased", target_type="memory",
                              details={"reason": "admin", "count": erased})

@@ -30,9 +30,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
-from tenants.context import TENANT_GUC, require_context, set_guc
+from tenants.context import thread_transaction
 
 T = TypeVar("T")
 
@@ -56,10 +56,7 @@ def _executor() -> ThreadPoolExecutor | None:
 def _in_own_transaction(job: Callable[[], T]) -> T:
     """Run ``job`` on this thread's connection in a new transaction carrying the tenant
     settings of the context variables (copied from the caller)."""
-    connection.close_if_unusable_or_obsolete()  # a broken or expired connection reopens
-    ctx = require_context()
-    with transaction.atomic():
-        set_guc(TENANT_GUC, str(ctx.tenant_id))
+    with thread_transaction():
         return job()
 
 

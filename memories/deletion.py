@@ -17,13 +17,18 @@ from llm import cache as llm_cache
 from memories.embeddings import cache_evict
 from memories.history import history_erase, history_record, history_row, history_texts
 from memories.models import ClosedSession, HistoryAction, Memory, State
-from memories.services import parse_memory_id
 from memory_project.errors import (
     InvalidInput,
     MemoryNotFound,
 )
 from memory_project.validation import unstorable_text
-from tenants.audit import audit_cross_tenant_probe, audit_record, pseudonym
+from tenants.audit import (
+    audit_cross_tenant_probe,
+    audit_record,
+    owned_or_not_found,
+    parse_uuid,
+    pseudonym,
+)
 from tenants.config_cache import version_bump
 from tenants.context import TenantContext
 
@@ -105,7 +110,7 @@ def memory_delete(ctx: TenantContext, *, memory_id: Any, hard: bool = False) -> 
     it was soft-deleted before. A missing id, a malformed id and another tenant's id all
     succeed without effect (the foreign one is audited as a probe).
     """
-    pk = parse_memory_id(memory_id)
+    pk = parse_uuid(memory_id)
     if pk is None:
         return True
     if hard:
@@ -138,7 +143,7 @@ def memory_bulk_delete(ctx: TenantContext, *, memory_ids: list[Any],
     valid: list[uuid.UUID] = []
     failed: list[str] = []
     for raw in memory_ids:
-        pk = parse_memory_id(raw)
+        pk = parse_uuid(raw)
         if pk is None:
             failed.append(str(raw))
         elif pk not in valid:
@@ -232,7 +237,7 @@ def memory_restore(ctx: TenantContext, *, memory_id: Any) -> tuple[Memory, bool]
         MemoryNotFound: no such memory in this tenant (erased, missing, malformed or another
             tenant's id; the last is audited).
     """
-    pk = parse_memory_id(memory_id)
+    pk = parse_uuid(memory_id)
     with transaction.atomic():
         memory = Memory.objects.select_for_update().filter(pk=pk).first() if pk else None
         if memory is not None:
@@ -281,13 +286,10 @@ def memory_archive(ctx: TenantContext, *, memory_id: Any, reason: str = "manual"
         MemoryNotFound: no such memory in this tenant (deleted, missing, malformed or another
             tenant's id; the last is audited).
     """
-    pk = parse_memory_id(memory_id)
-    memory = Memory.objects.select_for_update().exclude(state=State.DELETED).filter(
-        pk=pk).first() if pk else None
-    if memory is None:
-        if pk is not None:
-            audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
-        raise MemoryNotFound(operation="memory.archive", details={"id": str(memory_id)})
+    memory = owned_or_not_found(
+        ctx, Memory.objects.select_for_update().exclude(state=State.DELETED), memory_id,
+        not_found=lambda: MemoryNotFound(operation="memory.archive",
+                                         details={"id": str(memory_id)}))
     if memory.state != State.ACTIVE:
         return memory, False
     memory.state = State.ARCHIVED

@@ -12,13 +12,12 @@ from django.db import transaction
 from django.db.models import F
 
 from memories.models import Memory, MemoryFeedback, State
-from memories.services import parse_memory_id
 from memory_project.errors import (
     InvalidInput,
     MemoryNotFound,
 )
 from memory_project.validation import unstorable_text
-from tenants.audit import audit_cross_tenant_probe
+from tenants.audit import audit_cross_tenant_probe, parse_uuid
 from tenants.context import TenantContext
 
 MAX_FEEDBACK_IDS = 100
@@ -51,7 +50,7 @@ def validate_feedback(memory_ids: Any, reward: Any, query: Any) -> tuple[list[uu
                            operation=operation)
     ids: list[uuid.UUID] = []
     for raw in memory_ids:
-        pk = parse_memory_id(raw) if isinstance(raw, str) else None
+        pk = parse_uuid(raw) if isinstance(raw, str) else None
         if pk is None:
             raise InvalidInput("memoryIds must hold memory ids (UUID strings).",
                                operation=operation)

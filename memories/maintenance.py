@@ -16,7 +16,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F, FloatField, Q
 from django.db.models.expressions import ExpressionWrapper, RawSQL
 from django.utils import timezone
@@ -28,7 +28,7 @@ from memories.lifecycle_config import deleted_retention_days, lifecycle_section
 from memories.models import HistoryAction, Memory, State
 from memories.services import MAX_METADATA_BYTES
 from tenants.audit import audit_record
-from tenants.context import TenantContext, tenant_scope
+from tenants.context import TenantContext
 
 #: At most this many ids are listed in one audit entry (the count is always complete).
 AUDIT_MAX_IDS = 100
@@ -70,7 +70,7 @@ def decay_run(ctx: TenantContext) -> dict[str, int]:
     cfg = lifecycle_section(ctx, "decay")
     if not cfg["enabled"]:
         return {"archived": 0}
-    with tenant_scope(ctx):
+    with transaction.atomic():
         now = timezone.now()
         rate = float(cfg["ratePerDay"])
         log_keep = math.log1p(-rate) if rate < 1 else -1e6  # ln(1 − rate); rate 1: all gone
@@ -107,7 +107,7 @@ def purge_deleted(ctx: TenantContext) -> dict[str, int]:
     Returns:
         ``{"purged": n}``.
     """
-    with tenant_scope(ctx):
+    with transaction.atomic():
         cutoff = timezone.now() - timedelta(days=deleted_retention_days(ctx))
         ids = list(Memory.objects.filter(state=State.DELETED, deleted_at__lt=cutoff)
                    .order_by("pk").values_list("pk", flat=True))
@@ -263,7 +263,7 @@ def consolidate(ctx: TenantContext) -> dict[str, int]:
     cfg = lifecycle_section(ctx, "consolidation")
     if not cfg["enabled"] or not cfg["targetLayers"]:
         return {"merged": 0, "candidates": 0, "triggered": 0}
-    with tenant_scope(ctx):
+    with transaction.atomic():
         layers = list(cfg["targetLayers"])
         count = Memory.objects.filter(state=State.ACTIVE, pruned_at__isnull=True,
                                       layer__in=layers).count()
@@ -302,7 +302,7 @@ def prune_by_feedback(ctx: TenantContext) -> dict[str, int]:
     cfg = lifecycle_section(ctx, "pruning")
     if not cfg["enabled"]:
         return {"pruned": 0}
-    with tenant_scope(ctx):
+    with transaction.atomic():
         now = timezone.now()
         mean = ExpressionWrapper(F("reward_sum") / F("feedback_count"), output_field=FloatField())
         doomed = list(

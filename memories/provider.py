@@ -21,7 +21,8 @@ from memories.filters import MetadataFilter
 from memories.models import EMBEDDING_DIMENSIONS, Memory
 from memories.search import SearchRequest, SearchResult, memory_search
 from memories.services import AddResult, MemoryInput, UpdateResult
-from tenants.context import TenantContext, tenant_scope
+from tenants.context import TenantContext
+from tenants.entry import run_in_scope
 from tenants.layers import LayerIdentifiers
 
 
@@ -122,49 +123,47 @@ class PostgresMemoryProvider(MemoryProvider):
                 "components": components}
 
     def add(self, ctx: TenantContext, item: MemoryInput) -> AddResult:
-        with tenant_scope(ctx):
-            return services.memory_add(ctx, item=item)
+        return run_in_scope(ctx, services.memory_add, ctx, item=item)
 
     def bulk_add(self, ctx: TenantContext, items: list[MemoryInput]) -> list[AddResult]:
-        with tenant_scope(ctx):
-            return services.memory_bulk_add(ctx, items=items)
+        return run_in_scope(ctx, services.memory_bulk_add, ctx, items=items)
 
     def search(self, ctx: TenantContext, request: SearchRequest) -> SearchResult:
-        with tenant_scope(ctx):
+        def search() -> SearchResult:
             found = memory_search(ctx, request)
             access.memory_references_record(
                 ctx, memory_ids=[c.memory.pk for c in found.results]
             )
             return found
 
+        return run_in_scope(ctx, search)
+
     def get(self, ctx: TenantContext, memory_id: Any) -> Memory | None:
-        with tenant_scope(ctx):
+        def get() -> Memory | None:
             memory = selectors.memory_get(ctx, memory_id=memory_id)
             if memory is not None:
                 access.memory_references_record(ctx, memory_ids=[memory.pk])
             return memory
 
+        return run_in_scope(ctx, get)
+
     def update(self, ctx: TenantContext, memory_id: Any, *, content: str | None = None,
                metadata: dict[str, Any] | None = None) -> UpdateResult:
-        with tenant_scope(ctx):
-            return services.memory_update(ctx, memory_id=memory_id, content=content,
-                                          metadata=metadata)
+        return run_in_scope(ctx, services.memory_update, ctx, memory_id=memory_id,
+                            content=content, metadata=metadata)
 
     def delete(self, ctx: TenantContext, memory_id: Any) -> bool:
-        with tenant_scope(ctx):
-            return deletion.memory_delete(ctx, memory_id=memory_id)
+        return run_in_scope(ctx, deletion.memory_delete, ctx, memory_id=memory_id)
 
     def bulk_delete(self, ctx: TenantContext, memory_ids: list[Any]) -> dict[str, Any]:
-        with tenant_scope(ctx):
-            return deletion.memory_bulk_delete(ctx, memory_ids=memory_ids)
+        return run_in_scope(ctx, deletion.memory_bulk_delete, ctx, memory_ids=memory_ids)
 
     def list(self, ctx: TenantContext, *, layer: str, identifiers: LayerIdentifiers,
              cursor: str | None = None, limit: int = 50,
              metadata_filter: MetadataFilter | None = None) -> selectors.MemoryPage:
-        with tenant_scope(ctx):
-            return selectors.memory_list(ctx, layer=layer, identifiers=identifiers,
-                                         cursor=cursor, limit=limit,
-                                         metadata_filter=metadata_filter)
+        return run_in_scope(ctx, selectors.memory_list, ctx, layer=layer,
+                            identifiers=identifiers, cursor=cursor, limit=limit,
+                            metadata_filter=metadata_filter)
 
     def generate_embedding(self, ctx: TenantContext, content: str) -> list[float]:
         (vector, _), = embed_texts(ctx.tenant_id, [content])

@@ -16,8 +16,9 @@ from memories.restrictions import check_layer
 from memories.scoping import layer_queryset, resolve_identifiers
 from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput, MemoryNotFound
-from tenants.audit import audit_cross_tenant_probe
-from tenants.context import TenantContext, tenant_scope
+from tenants.audit import audit_cross_tenant_probe, parse_uuid
+from tenants.context import TenantContext
+from tenants.entry import run_in_scope
 from tenants.layers import LayerIdentifiers, parse_layer
 
 DEFAULT_PAGE_SIZE = 50
@@ -41,9 +42,8 @@ def memory_get(ctx: TenantContext, *, memory_id: Any) -> Memory | None:
 
     Missing, malformed, deleted and other tenants' ids all give ``None``.
     """
-    try:
-        pk = memory_id if isinstance(memory_id, uuid.UUID) else uuid.UUID(str(memory_id))
-    except ValueError:
+    pk = parse_uuid(memory_id)
+    if pk is None:
         return None
     return Memory.objects.exclude(state=State.DELETED).filter(pk=pk).first()
 
@@ -102,13 +102,6 @@ def memory_list(
     return MemoryPage(memories=rows[:limit], next_cursor=next_cursor, total_count=scoped.count())
 
 
-def _parse_id(memory_id: Any) -> uuid.UUID | None:
-    try:
-        return memory_id if isinstance(memory_id, uuid.UUID) else uuid.UUID(str(memory_id))
-    except (ValueError, AttributeError):
-        return None
-
-
 def memory_history(ctx: TenantContext, *, memory_id: Any) -> list[MemoryHistory]:
     """The history of a memory of the caller's tenant, oldest first.
 
@@ -119,7 +112,7 @@ def memory_history(ctx: TenantContext, *, memory_id: Any) -> list[MemoryHistory]
         MemoryNotFound: neither a memory nor any history row with this id in the caller's
             tenant (missing, malformed, or another tenant's id — the last is audited).
     """
-    pk = _parse_id(memory_id)
+    pk = parse_uuid(memory_id)
     if pk is not None:
         rows = history_list(pk)
         visible = Memory.objects.filter(pk=pk).exists()
@@ -130,13 +123,22 @@ def memory_history(ctx: TenantContext, *, memory_id: Any) -> list[MemoryHistory]
     raise MemoryNotFound(operation="memory.history", details={"id": str(memory_id)})
 
 
+def _export_chunk(last: uuid.UUID | None, size: int, include_deleted: bool) -> list[Memory]:
+    qs = Memory.objects.all()
+    if not include_deleted:
+        qs = qs.exclude(state=State.DELETED)
+    if last is not None:
+        qs = qs.filter(id__gt=last)
+    return list(qs.order_by("id").defer(*UNSERVED_COLUMNS)[:size])
+
+
 def memory_export_chunks(ctx: TenantContext, *, include_deleted: bool = False,
                          chunk_size: int | None = None) -> Iterator[list[Memory]]:
     """Every memory of ``ctx``'s tenant in id order, as lists of up to ``chunk_size``
     (default :data:`EXPORT_CHUNK_SIZE`); soft-deleted ones only with ``include_deleted``.
 
     Each chunk is read by keyset pagination (``id > last``) in a short transaction of its own
-    inside :func:`tenants.context.tenant_scope`, and handed out after that scope is left: the
+    inside :func:`tenants.entry.run_in_scope`, and handed out after that scope is left: the
     iterator can be consumed after the request's transaction and tenant scope have ended (a
     streaming response) and never holds a transaction open while the client reads.
     Embeddings and the search vector are not loaded.
@@ -144,13 +146,7 @@ def memory_export_chunks(ctx: TenantContext, *, include_deleted: bool = False,
     size = chunk_size or EXPORT_CHUNK_SIZE
     last: uuid.UUID | None = None
     while True:
-        with tenant_scope(ctx):
-            qs = Memory.objects.all()
-            if not include_deleted:
-                qs = qs.exclude(state=State.DELETED)
-            if last is not None:
-                qs = qs.filter(id__gt=last)
-            chunk = list(qs.order_by("id").defer(*UNSERVED_COLUMNS)[:size])
+        chunk = run_in_scope(ctx, _export_chunk, last, size, include_deleted)
         if not chunk:
             return
         yield chunk

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +28,7 @@ from memory_project.errors import (
     MemoryServiceError,
     VersionConflict,
 )
-from tenants.audit import audit_cross_tenant_probe
+from tenants.audit import owned_or_not_found
 from tenants.context import TenantContext
 from tenants.layers import LayerIdentifiers, parse_layer, require_identifiers
 
@@ -248,14 +247,6 @@ def memory_add(ctx: TenantContext, *, item: MemoryInput) -> AddResult:
     return memory_bulk_add(ctx, items=[item])[0]
 
 
-def parse_memory_id(memory_id: Any) -> uuid.UUID | None:
-    """``memory_id`` as a UUID, or ``None`` when it is not one (a malformed id names nothing)."""
-    try:
-        return memory_id if isinstance(memory_id, uuid.UUID) else uuid.UUID(str(memory_id))
-    except (ValueError, AttributeError):
-        return None
-
-
 def _merged(metadata: dict[str, Any], patch: dict[str, Any], operation: str) -> dict[str, Any]:
     """``metadata`` with ``patch`` merged in (JSON Merge Patch at the top level: ``null``
     removes a key), validated as stored metadata."""
@@ -296,12 +287,9 @@ def memory_update(
         ContentTooLong, InvalidInput, EmbeddingFailed: as for add; nothing changes.
     """
     operation = "memory.update"
-    pk = parse_memory_id(memory_id)
-    current = Memory.objects.exclude(state=State.DELETED).filter(pk=pk).first() if pk else None
-    if current is None:
-        if pk is not None:
-            audit_cross_tenant_probe(ctx, model=Memory, object_id=pk)
-        raise MemoryNotFound(operation=operation, details={"id": str(memory_id)})
+    current = owned_or_not_found(
+        ctx, Memory.objects.exclude(state=State.DELETED), memory_id,
+        not_found=lambda: MemoryNotFound(operation=operation, details={"id": str(memory_id)}))
     new_content = None
     if content is not None and content != current.content:
         new_content = validate_content(content, operation=operation)

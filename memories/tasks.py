@@ -17,9 +17,8 @@ from django.db import OperationalError
 
 from jobs.services import job_enqueue
 from memories.reembed import memories_reembed
-from tenants.context import tenant_scope
-from tenants.models import Tenant
-from tenants.services import system_context
+from tenants.entry import each_tenant, tenant_task
+from tenants.entry import tenant_job as entry_job
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +58,9 @@ def run_job(self: Any, job: str) -> dict[str, int]:
     """
     _resolve(job)
     queue = (self.request.delivery_info or {}).get("routing_key") or ""
-    tenants = list(Tenant.objects.filter(is_active=True))
+    tenants = list(each_tenant(f"job:{job}"))
     for tenant in tenants:
-        ctx = system_context(tenant, f"job:{job}")
-        with tenant_scope(ctx):
+        with entry_job(tenant, f"job:{job}") as ctx:
             job_enqueue(ctx, task="memories.tenant_job", args=[job, str(tenant.id)],
                         queue=queue)
     return {"tenants": len(tenants)}
@@ -71,13 +69,8 @@ def run_job(self: Any, job: str) -> dict[str, int]:
 @shared_task(name="memories.tenant_job", **TASK_OPTIONS)
 def tenant_job(job: str, tenant_id: str) -> dict[str, Any]:
     """Run ``job`` for one tenant inside its scope; a missing or inactive tenant is skipped."""
-    tenant = Tenant.objects.filter(pk=tenant_id, is_active=True).first()
-    if tenant is None:
-        return {"skipped": True}
-    ctx = system_context(tenant, f"job:{job}")
-    with tenant_scope(ctx):
-        result = _resolve(job)(ctx)
-    logger.info("job %s for tenant %s: %s", job, tenant.slug, result)
+    result = tenant_task(tenant_id, f"job:{job}", _resolve(job))
+    logger.info("job %s for tenant %s: %s", job, tenant_id, result)
     return result
 
 
@@ -86,9 +79,4 @@ def memory_reembed(tenant_id: str, memory_ids: list[str]) -> dict[str, Any]:
     """Re-embed a batch of one tenant's memories with the current model
     (``memories.reembed.memories_reembed``: idempotent, exactly once in effect even when the
     message is delivered again after a worker died)."""
-    tenant = Tenant.objects.filter(pk=tenant_id, is_active=True).first()
-    if tenant is None:
-        return {"skipped": True}
-    ctx = system_context(tenant, "job:reembed")
-    with tenant_scope(ctx):
-        return memories_reembed(ctx, memory_ids=memory_ids)
+    return tenant_task(tenant_id, "job:reembed", memories_reembed, memory_ids=memory_ids)

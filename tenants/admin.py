@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from tenants import services
 from tenants.admin_base import TenantOwnedAdmin
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
 
 
@@ -73,8 +73,7 @@ class ApiKeyAdmin(TenantOwnedAdmin):
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
             return
-        ctx = services.system_context(obj.tenant, f"admin:{request.user.get_username()}")
-        with tenant_scope(ctx):
+        with tenant_job(obj.tenant, f"admin:{request.user.get_username()}") as ctx:
             key, raw_key = services.api_key_create(ctx, name=obj.name, expires_at=obj.expires_at)
         for f in ApiKey._meta.concrete_fields:  # the saved row, for the admin's own messages
             setattr(obj, f.attname, getattr(key, f.attname))

@@ -13,7 +13,8 @@ from rest_framework.request import Request
 
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidTenantContext, RateLimited
-from tenants.context import TenantContext, activate, tenant_scope
+from tenants.context import TenantContext, activate
+from tenants.entry import run_in_scope
 from tenants.ratelimit import invalid_key_blocked, invalid_key_hit
 from tenants.services import api_key_authenticate, api_key_touch, api_key_use_due
 
@@ -36,8 +37,7 @@ _suspects_lock = threading.Lock()
 
 
 def _touch(ctx: TenantContext) -> None:
-    with tenant_scope(ctx):
-        api_key_touch(ctx.api_key_id)
+    run_in_scope(ctx, api_key_touch, ctx.api_key_id)
 
 
 class ApiKeyAuthentication(BaseAuthentication):

@@ -25,6 +25,13 @@ from memory_project.errors import ConfigurationError, MissingTenantContext
 
 TENANT_GUC = "app.tenant_id"
 API_KEY_PREFIX_GUC = "app.api_key_prefix"
+CONSOLE_USER_GUC = "app.console_user_id"
+#: The side doors of row-level security: a setting that opens one row of one table for
+#: reading, before any tenant is known (migration ``tenants.0005``). Nothing else is one.
+SIDE_DOORS = {
+    API_KEY_PREFIX_GUC: "tenants_apikey: the key row with this prefix (authentication)",
+    CONSOLE_USER_GUC: "console_consolemembership: this user's membership (console sign-in)",
+}
 
 
 @dataclass(frozen=True)
@@ -121,10 +128,45 @@ def deactivate() -> None:
 
 
 @contextmanager
+def side_door(name: str, value: str) -> Iterator[None]:
+    """Open the side door ``name`` (one of :data:`SIDE_DOORS`) for ``value`` during the
+    block, inside the caller's transaction, and close it after.
+
+    Raises:
+        ValueError: ``name`` is not a side door.
+    """
+    if name not in SIDE_DOORS:
+        raise ValueError(f"{name} is not a row-level security side door")
+    set_guc(name, value)
+    try:
+        yield
+    finally:
+        set_guc(name, "")
+
+
+@contextmanager
+def thread_transaction() -> Iterator[TenantContext]:
+    """On a worker thread that copied its caller's context variables
+    (``contextvars.copy_context().run``): a new transaction on this thread's connection with
+    the caller's tenant set. Used by ``memories.retrieval.concurrency``.
+
+    Raises:
+        MissingTenantContext: the caller had no tenant scope.
+    """
+    ctx = require_context()
+    connection.close_if_unusable_or_obsolete()  # a broken or expired connection reopens
+    with transaction.atomic():
+        set_guc(TENANT_GUC, str(ctx.tenant_id))
+        yield ctx
+
+
+@contextmanager
 def tenant_scope(ctx: TenantContext) -> Iterator[TenantContext]:
     """Run a block as ``ctx``: a transaction with ``app.tenant_id`` set, and the ContextVar.
 
-    Used by Celery tasks, management commands and tests. Restores the previous scope.
+    The primitive under the doors of ``tenants.entry`` (tasks, jobs, commands, deferred
+    work), which code outside ``tenants`` uses instead; tests use it directly. Restores the
+    previous scope.
     """
     previous = _current.get()
     token = _current.set(ctx)

@@ -23,7 +23,7 @@ from memory_project.errors import (
 )
 from tenants import key_cache
 from tenants.audit import audit_record
-from tenants.context import API_KEY_PREFIX_GUC, TenantContext, set_guc
+from tenants.context import API_KEY_PREFIX_GUC, TenantContext, side_door
 from tenants.layers import IDENTIFIER_FIELDS, Layer
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
 from tenants.permissions import Role
@@ -213,13 +213,10 @@ def api_key_authenticate(raw_key: str) -> TenantContext:
     cached = key_cache.cached_context(digest)
     if cached is not None:
         return cached
-    set_guc(API_KEY_PREFIX_GUC, raw_key[:PREFIX_LENGTH])
-    try:
+    with side_door(API_KEY_PREFIX_GUC, raw_key[:PREFIX_LENGTH]):
         key = ApiKey._base_manager.select_related("tenant").filter(
             prefix=raw_key[:PREFIX_LENGTH]
         ).first()
-    finally:
-        set_guc(API_KEY_PREFIX_GUC, "")
     now = timezone.now()
     if (
         key is None

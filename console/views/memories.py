@@ -24,7 +24,7 @@ from memories.recall import RecallRequest, memory_recall
 from memories.search import SearchRequest, memory_search
 from memories.selectors import memory_history
 from memory_project.errors import MemoryNotFound, MemoryServiceError
-from tenants.audit import audit_cross_tenant_probe
+from tenants.audit import owned_or_not_found
 from tenants.layers import LayerIdentifiers
 
 RECENT = 25
@@ -75,11 +75,8 @@ def explorer(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
 
 
 def _memory_or_404(access: ConsoleAccess, memory_id: uuid.UUID) -> Memory:
-    memory = Memory.objects.filter(pk=memory_id).defer(*UNSERVED_COLUMNS).first()
-    if memory is None:
-        audit_cross_tenant_probe(access.ctx, model=Memory, object_id=memory_id)
-        raise MemoryNotFound()
-    return memory
+    return owned_or_not_found(access.ctx, Memory.objects.defer(*UNSERVED_COLUMNS), memory_id,
+                              not_found=MemoryNotFound)
 
 
 def _render_memory(request: HttpRequest, access: ConsoleAccess, memory: Memory,

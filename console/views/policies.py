@@ -19,7 +19,7 @@ from governance.policies import Decision
 from governance.selectors import policy_list
 from governance.services import policy_create, policy_delete, policy_try, policy_update
 from memory_project.errors import MemoryServiceError, NotFound
-from tenants.audit import audit_cross_tenant_probe
+from tenants.audit import owned_or_not_found
 
 
 @console_view(ConsoleRole.ADMIN)
@@ -32,10 +32,10 @@ def policies(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
 
 
 def _policy_or_none(access: ConsoleAccess, policy_id: uuid.UUID) -> Policy | None:
-    policy = Policy.objects.filter(pk=policy_id).first()
-    if policy is None:
-        audit_cross_tenant_probe(access.ctx, model=Policy, object_id=policy_id)
-    return policy
+    try:
+        return owned_or_not_found(access.ctx, Policy.objects.all(), policy_id)
+    except NotFound:
+        return None
 
 
 def _edit(request: HttpRequest, access: ConsoleAccess, policy: Policy | None) -> HttpResponse:

@@ -15,8 +15,8 @@ from console.models import ConsoleRole
 from governance.models import ReviewItem, ReviewKind, ReviewStatus
 from governance.selectors import review_list
 from governance.services import review_decide
-from memory_project.errors import MemoryServiceError
-from tenants.audit import audit_cross_tenant_probe
+from memory_project.errors import MemoryServiceError, NotFound
+from tenants.audit import audit_cross_tenant_probe, owned_or_not_found
 
 PAGE = 100
 
@@ -42,9 +42,9 @@ def reviews(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
 def review_detail(request: HttpRequest, access: ConsoleAccess,
                   item_id: uuid.UUID) -> HttpResponse:
     """``/console/t/<slug>/reviews/<id>/``: one item with its details."""
-    item = ReviewItem.objects.filter(pk=item_id).first()
-    if item is None:
-        audit_cross_tenant_probe(access.ctx, model=ReviewItem, object_id=item_id)
+    try:
+        item = owned_or_not_found(access.ctx, ReviewItem.objects.all(), item_id)
+    except NotFound:
         return render(request, "console/not_found.html", status=404)
     return render(request, "console/review.html", {
         "access": access, "item": item, "title": "Review item", "tab": "reviews",

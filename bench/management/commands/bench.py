@@ -22,7 +22,7 @@ from bench.http import Client, Server
 from bench.locomo import load_samples, questions, turns
 from bench.management.commands.eval_locomo import evaluate
 from memories.models import Memory
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.models import Tenant
 from tenants.services import system_context
 
@@ -142,7 +142,7 @@ class Command(BaseCommand):
         rate = len(single) / (time.perf_counter() - started)
         self.say(f"  single (1 per request):  {rate:8.1f} memories/s   "
                  f"{machine.steal_label(cpu, machine.cpu_times())}")
-        with tenant_scope(system_context(tenant, "bench")):
+        with tenant_job(tenant, "bench"):
             Memory.objects.all().delete()
 
     def _search(self, server: Server, tenant: Tenant, asked: list[str], n: int) -> None:

@@ -23,7 +23,8 @@ from memories.models import Memory
 from memories.recall import RecallRequest, memory_recall
 from memories.search import Mode, SearchRequest, memory_search
 from memory_project.errors import MemoryServiceError
-from tenants.context import TenantContext, tenant_scope
+from tenants.context import TenantContext
+from tenants.entry import tenant_job
 from tenants.layers import LayerIdentifiers
 from tenants.management.commands.create_api_key import find_tenant
 from tenants.services import system_context
@@ -58,7 +59,7 @@ def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
     latencies: list[float] = []
     depth = max(ks)
     bar = tqdm(asked, desc=f"eval {mode}", unit="q", file=progress, disable=progress is None)
-    with tenant_scope(ctx):
+    with tenant_job(ctx):
         stored = Memory.objects.filter(layer="project")
         missing = [s["sample_id"] for s in samples
                    if not stored.filter(project_id=s["sample_id"]).exists()]

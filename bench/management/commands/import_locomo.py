@@ -17,7 +17,7 @@ from bench.locomo import load_samples, turns
 from memories.models import Kind, Memory
 from memories.services import MemoryInput, memory_bulk_add
 from memory_project.errors import MemoryServiceError
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.layers import LayerIdentifiers
 from tenants.management.commands.create_api_key import find_tenant
 from tenants.services import project_get_or_create, system_context
@@ -42,7 +42,7 @@ class Command(BaseCommand):
         added = skipped = 0
         for sample in samples:
             sample_id = str(sample["sample_id"])
-            with tenant_scope(ctx):
+            with tenant_job(ctx):
                 project_get_or_create(ctx, external_id=sample_id, name=f"LoCoMo {sample_id}")
                 stored = set(
                     Memory.objects.filter(layer="project", project_id=sample_id)
@@ -60,7 +60,7 @@ class Command(BaseCommand):
                                 metadata=t.metadata(), context=t.context, kind=Kind.EPISODE)
                     for t in batch
                 ]
-                with tenant_scope(ctx):
+                with tenant_job(ctx):
                     memory_bulk_add(ctx, items=items)
                 added += len(batch)
                 bar.update(len(batch))

@@ -11,8 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.services import console_member_set
 from memory_project.errors import InvalidInput
-from tenants import services
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.management.commands.create_api_key import find_tenant
 
 
@@ -43,8 +42,7 @@ class Command(BaseCommand):
         elif password:
             user.set_password(password)
             user.save(update_fields=["password"])
-        ctx = services.system_context(tenant, "create_console_user")
-        with tenant_scope(ctx):
+        with tenant_job(tenant, "create_console_user") as ctx:
             try:
                 console_member_set(ctx, user=user, role=options["role"])
             except InvalidInput as err:

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memories.tenant_settings import settings_update, weights_from_toml
 from memory_project.errors import MemoryServiceError
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.management.commands.create_api_key import find_tenant
 from tenants.services import system_context
 
@@ -31,7 +31,7 @@ class Command(BaseCommand):
             raise CommandError(f"Cannot read {options['file']}: {err}") from None
         try:
             weights = weights_from_toml(text, scope=options["scope"])
-            with tenant_scope(ctx):
+            with tenant_job(ctx):
                 settings_update(ctx, patch={"recall": {"scoreWeights": weights}})
         except MemoryServiceError as err:
             raise CommandError(err.message) from None

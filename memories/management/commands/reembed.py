@@ -8,10 +8,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memories.reembed import reembed_enqueue
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.management.commands.create_api_key import find_tenant
 from tenants.models import Tenant
-from tenants.services import system_context
 
 
 class Command(BaseCommand):
@@ -31,8 +30,7 @@ class Command(BaseCommand):
         total_memories = total_jobs = 0
         for tenant in tqdm(tenants, desc="tenants", unit="tenant", file=self.stderr._out,
                            disable=len(tenants) < 2):
-            ctx = system_context(tenant, "reembed")
-            with tenant_scope(ctx):
+            with tenant_job(tenant, "reembed") as ctx:
                 memories, jobs = reembed_enqueue(ctx, batch_size=options["batch_size"])
             if memories:
                 self.stdout.write(f"{tenant.slug}: {memories} memories in {jobs} jobs")

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from memory_project.errors import MemoryServiceError
 from tenants import services
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.models import Tenant
 from tenants.permissions import Role
 from tenants.selectors import tenant_by_ref
@@ -61,7 +61,7 @@ class Command(BaseCommand):
             pins[name.strip()] = value.strip()
         ctx = services.system_context(tenant, "create_api_key")
         try:
-            with tenant_scope(ctx):
+            with tenant_job(ctx):
                 key, raw_key = services.api_key_create(
                     ctx, name=options["name"], expires_at=expires_at, roles=options["roles"],
                     allowed_layers=options["layers"], pinned_identifiers=pins,

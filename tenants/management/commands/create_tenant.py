@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_project.errors import MemoryServiceError
 from tenants import services
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 
 
 class Command(BaseCommand):
@@ -23,8 +23,7 @@ class Command(BaseCommand):
             tenant = services.tenant_create(name=options["name"], slug=options["slug"])
         except MemoryServiceError as err:
             raise CommandError(err.message) from None
-        ctx = services.system_context(tenant, "create_tenant")
-        with tenant_scope(ctx):
+        with tenant_job(tenant, "create_tenant") as ctx:
             _, raw_key = services.api_key_create(ctx, name="initial")
         self.stdout.write(f"tenant: {tenant.name} (slug/companyId: {tenant.slug}, id: {tenant.id})")
         self.stdout.write(f"api key (shown once): {raw_key}")

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from tenants import services
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.models import Tenant
 
 
@@ -22,8 +22,7 @@ class Command(BaseCommand):
         if not name or Tenant.objects.filter(slug=name).exists():
             return
         tenant = services.tenant_create(name=name, slug=name)
-        ctx = services.system_context(tenant, "run_stack")
-        with tenant_scope(ctx):
+        with tenant_job(tenant, "run_stack") as ctx:
             _, raw_key = services.api_key_create(ctx, name="demo")
         bar = "=" * 72
         self.stdout.write(

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memory_project.errors import MemoryServiceError
-from tenants.context import tenant_scope
+from tenants.entry import tenant_job
 from tenants.management.commands.create_api_key import find_tenant
 from tenants.services import system_context
 from vectors.config import BACKENDS, load_config
@@ -49,7 +49,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         ctx = system_context(tenant, "vector_copy")
         try:
-            with tenant_scope(ctx), tqdm(desc="vectors", unit="vector",
+            with tenant_job(ctx), tqdm(desc="vectors", unit="vector",
                                          file=self.stderr._out) as progress:
                 copied = vectors_copy(tenant_id=tenant_id, source=source, target=target,
                                       batch=options["batch"], on_progress=progress.update)
