@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from django.db import connection
 
-from memories.embeddings import embed_query
-from memories.scoping import layer_queryset, resolve_identifiers, scope_lexeme
-from memories.search import Mode, SearchRequest, _layer_candidates
+from memories.embedding.embedders import embed_query
+from memories.retrieval.partition import layer_queryset, partition_lexeme, resolve_identifiers
+from memories.retrieval.search import Mode, SearchRequest, _layer_candidates
 from tenants.context import TenantContext
 from tenants.entry import tenant_job
 from tenants.layers import Layer, LayerIdentifiers
@@ -25,7 +25,7 @@ def _one_layer(ctx: TenantContext, request: SearchRequest, vector: np.ndarray) -
     with tenant_job(ctx):
         ids = resolve_identifiers(ctx, request.identifiers)
         base = layer_queryset(Layer.PROJECT, ids)
-        lexeme = scope_lexeme(ctx.tenant_id, Layer.PROJECT, ids)
+        lexeme = partition_lexeme(ctx.tenant_id, Layer.PROJECT, ids)
         return len(_layer_candidates(base, Layer.PROJECT, request, vector, 0.0, lexeme))
 
 

@@ -158,7 +158,7 @@ class ReviewDecisionForm(forms.Form):
 
 
 class SettingsForm(forms.Form):
-    """Retrieval and lifecycle settings of a tenant (``memories.tenant_settings``)."""
+    """Retrieval and lifecycle settings of a tenant (``memories.services.settings``)."""
 
     default_threshold = forms.FloatField(min_value=0, max_value=1,
                                          label="Default search threshold")

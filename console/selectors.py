@@ -11,8 +11,8 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from governance.models import ReviewItem, ReviewKind, ReviewStatus
-from memories.activity import activity_per_hour
 from memories.models import HistoryAction, Kind, Memory, MemoryHistory, State
+from memories.selectors.activity import activity_per_hour
 from tenants.context import TenantContext
 from tenants.layers import Layer
 

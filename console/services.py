@@ -13,10 +13,10 @@ from django.db import transaction
 
 from console.access import membership_of
 from console.models import ConsoleMembership, ConsoleRole
-from memories.deletion import memory_delete, memory_restore
 from memories.models import Memory
-from memories.services import memory_update
-from memories.tenant_settings import settings_update
+from memories.services.deletion import memory_delete, memory_restore
+from memories.services.memory import memory_update
+from memories.services.settings import settings_update
 from memory_project.errors import InvalidInput
 from tenants.audit import audit_record
 from tenants.context import TenantContext
@@ -26,14 +26,14 @@ def console_memory_edit(ctx: TenantContext, *, memory_id: Any, metadata: dict[st
                         fields: dict[str, Any], expected_version: int | None = None) -> Memory:
     """Replace a memory's metadata with ``metadata`` (keys left out are removed) and set
     ``fields`` (``importance``, ``confidence``, ``kind``, ``scope``, ``sensitive``,
-    ``private``) through :func:`memories.services.memory_update`; audited as
+    ``private``) through :func:`memories.services.memory.memory_update`; audited as
     ``memory_updated``.
 
     Not atomic on its own (the request transaction is): a policy violation must leave its
     audit entry and review item behind, as it does through the API.
 
     Raises:
-        As :func:`memories.services.memory_update` (MemoryNotFound, VersionConflict,
+        As :func:`memories.services.memory.memory_update` (MemoryNotFound, VersionConflict,
         PolicyViolation, InvalidInput).
     """
     current = Memory.objects.filter(pk=memory_id).values_list("metadata", flat=True).first()
@@ -59,7 +59,7 @@ def console_memory_restore(ctx: TenantContext, *, memory_id: Any) -> bool:
     """Restore a soft-deleted, archived or pruned memory; audited as ``memory_restored``.
 
     Raises:
-        MemoryNotFound: as :func:`memories.deletion.memory_restore`.
+        MemoryNotFound: as :func:`memories.services.deletion.memory_restore`.
     """
     memory, restored = memory_restore(ctx, memory_id=memory_id)
     if restored:
@@ -69,11 +69,11 @@ def console_memory_restore(ctx: TenantContext, *, memory_id: Any) -> bool:
 
 @transaction.atomic
 def console_settings_update(ctx: TenantContext, *, patch: dict[str, Any]) -> dict[str, Any]:
-    """Validate and merge a settings patch (:func:`memories.tenant_settings.settings_update`);
+    """Validate and merge a settings patch (:func:`memories.services.settings.settings_update`);
     audited as ``settings_updated`` with the patch.
 
     Raises:
-        InvalidInput: see :func:`memories.tenant_settings.validate_settings_patch`.
+        InvalidInput: see :func:`memories.services.settings.validate_settings_patch`.
     """
     merged = settings_update(ctx, patch=patch)
     audit_record(ctx, action="settings_updated", target_type="tenant", target_id=ctx.tenant_id,

@@ -9,8 +9,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from memories.deletion import memories_erase
 from memories.models import UNSERVED_COLUMNS, Memory, MemoryFeedback, MemoryHistory
+from memories.services.deletion import memories_erase
 from tenants.admin_base import TenantOwnedAdmin
 from tenants.audit import audit_record
 from tenants.entry import tenant_job

@@ -12,10 +12,10 @@ class MemoriesConfig(AppConfig):
     def ready(self) -> None:
         from governance.models import ReviewKind
         from governance.services import register_review_executor
-        from memories import lifecycle
-        from memories.embedding_readiness import embedding_model_probe, warm_up
+        from memories.embedding.readiness import embedding_model_probe, warm_up
+        from memories.retrieval.pgvector_backend import build
+        from memories.services import lifecycle
         from memories.telemetry import StorageSizeCollector
-        from memories.vector_backend import build
         from memory_project.health import register_required
         from memory_project.metrics import register_scrape_collector
         from memory_project.warmup import register_warmup

@@ -103,11 +103,11 @@ class Memory(TenantOwnedModel):
         output_field=models.JSONField(),
         db_persist=True,
     )
-    #: One lexeme naming the row's layer scope: a SHA-256 of its tenant, layer and the
-    #: identifiers the layer requires (SQL function ``memory_scope_key``, migration 0010;
-    #: ``scoping.scope_lexeme``).
+    #: One lexeme naming the row's layer partition (the column's name predates the word): a
+    #: SHA-256 of its tenant, layer and the identifiers the layer requires (SQL function
+    #: ``memory_scope_key``, migration 0010; ``memories.retrieval.partition.partition_lexeme``).
     #: Indexed with ``search_vector`` in one GIN index, so a keyword query finds the memories
-    #: of one scope holding a term in a single index scan.
+    #: of one partition holding a term in a single index scan.
     scope_key = models.GeneratedField(
         expression=Func(
             "tenant_id", "layer", "agent_id", "user_id", "session_id", "project_id", "team_id",

@@ -15,12 +15,14 @@ import numpy as np
 from django.core.cache import cache
 from django.db import connection
 
-from memories import access, deletion, selectors, services
-from memories.embeddings import embed_texts, get_embedder
-from memories.filters import MetadataFilter
+from memories.embedding.embedders import embed_texts, get_embedder
 from memories.models import EMBEDDING_DIMENSIONS, Memory
-from memories.search import SearchRequest, SearchResult, memory_search
-from memories.services import AddResult, MemoryInput, UpdateResult
+from memories.retrieval.filters import MetadataFilter
+from memories.retrieval.search import SearchRequest, SearchResult, memory_search
+from memories.selectors import memory as selectors
+from memories.services import deletion, references
+from memories.services import memory as services
+from memories.services.memory import AddResult, MemoryInput, UpdateResult
 from tenants.context import TenantContext
 from tenants.entry import run_in_scope
 from tenants.layers import LayerIdentifiers
@@ -131,7 +133,7 @@ class PostgresMemoryProvider(MemoryProvider):
     def search(self, ctx: TenantContext, request: SearchRequest) -> SearchResult:
         def search() -> SearchResult:
             found = memory_search(ctx, request)
-            access.memory_references_record(
+            references.memory_references_record(
                 ctx, memory_ids=[c.memory.pk for c in found.results]
             )
             return found
@@ -142,7 +144,7 @@ class PostgresMemoryProvider(MemoryProvider):
         def get() -> Memory | None:
             memory = selectors.memory_get(ctx, memory_id=memory_id)
             if memory is not None:
-                access.memory_references_record(ctx, memory_ids=[memory.pk])
+                references.memory_references_record(ctx, memory_ids=[memory.pk])
             return memory
 
         return run_in_scope(ctx, get)

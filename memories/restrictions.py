@@ -3,8 +3,8 @@
 A key may be restricted to layers (``allowed_layers``) and bound to identifiers
 (``pinned_identifiers``, e.g. ``userId=u1``). Three checks enforce it:
 
-1. ``memories.scoping.resolve_identifiers`` fills in pinned identifiers a call leaves out
-   and refuses (403 ``UNAUTHORIZED``) a call that names another value;
+1. ``memories.retrieval.partition.resolve_identifiers`` fills in pinned identifiers a call
+   leaves out and refuses (403 ``UNAUTHORIZED``) a call that names another value;
 2. :func:`check_layer` refuses writes and explicit reads of a layer the key lacks;
 3. :func:`restriction_q` narrows every ``Memory.objects`` query made under the key (the
    model's manager applies it), so get, update, delete, history, feedback, search, recall

@@ -16,7 +16,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from jobs.services import job_enqueue
-from memories.reembed import memories_reembed
+from memories.services.reembed import memories_reembed
 from tenants.entry import each_tenant, tenant_task
 from tenants.entry import tenant_job as entry_job
 
@@ -24,11 +24,11 @@ logger = logging.getLogger(__name__)
 
 #: job name → "module:function" taking a TenantContext and returning a dict of counts.
 JOBS: dict[str, str] = {
-    "decay": "memories.maintenance:decay_run",
-    "purge": "memories.maintenance:purge_deleted",
-    "consolidate": "memories.maintenance:consolidate",
-    "prune": "memories.maintenance:prune_by_feedback",
-    "sessions": "memories.lifecycle:sessions_cleanup",
+    "decay": "memories.services.maintenance:decay_run",
+    "purge": "memories.services.maintenance:purge_deleted",
+    "consolidate": "memories.services.maintenance:consolidate",
+    "prune": "memories.services.maintenance:prune_by_feedback",
+    "sessions": "memories.services.lifecycle:sessions_cleanup",
     "storage_size": "memories.telemetry:storage_size_refresh",
 }
 
@@ -77,6 +77,6 @@ def tenant_job(job: str, tenant_id: str) -> dict[str, Any]:
 @shared_task(name="memories.memory_reembed", **TASK_OPTIONS)
 def memory_reembed(tenant_id: str, memory_ids: list[str]) -> dict[str, Any]:
     """Re-embed a batch of one tenant's memories with the current model
-    (``memories.reembed.memories_reembed``: idempotent, exactly once in effect even when the
-    message is delivered again after a worker died)."""
+    (``memories.services.reembed.memories_reembed``: idempotent, exactly once in effect even
+    when the message is delivered again after a worker died)."""
     return tenant_task(tenant_id, "job:reembed", memories_reembed, memory_ids=memory_ids)

@@ -284,7 +284,7 @@ MEMORY_EXACT_SCAN_MAX_ROWS = env_int("MEMORY_EXACT_SCAN_MAX_ROWS", 2000)
 # (memory_project.after_response); off: in the request's thread as the response closes.
 AFTER_RESPONSE_IN_BACKGROUND = env_bool("AFTER_RESPONSE_IN_BACKGROUND", True)
 # Threads per process that run a search's per-layer semantic and keyword queries at the same
-# time (memories.concurrency); below 2, they run one after another.
+# time (memories.retrieval.concurrency); below 2, they run one after another.
 MEMORY_SEARCH_THREADS = env_int("MEMORY_SEARCH_THREADS", 4)
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)

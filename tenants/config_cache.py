@@ -68,7 +68,7 @@ def current_version(tenant_id: uuid.UUID) -> uuid.UUID | None:
 
 def version_bump(tenant_id: uuid.UUID) -> None:
     """Give the tenant a new ``config_version`` in this transaction: every process drops what
-    it cached about the tenant (here and in ``memories.embeddings``' local cache) once it
+    it cached about the tenant (here and in ``memories.embedding.embedders``' local cache) once it
     commits. Used by erasure, whose effect must reach every process's memory."""
     with connection.cursor() as cursor:
         cursor.execute("UPDATE tenants_tenant SET config_version = gen_random_uuid() "

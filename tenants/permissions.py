@@ -4,8 +4,8 @@ Every API operation (the ``operation`` of the error envelope, e.g. ``memory.add`
 :class:`Access` level; a key's roles grant levels (:data:`ROLE_GRANTS`); a restricted key (one
 layer, one user: ``TenantContext.is_restricted``) may call only operations marked
 ``restricted=True``, and those narrow their rows to the key's restriction themselves
-(``memories.scoping``). :class:`OperationPermission`, the API's only DRF permission class,
-enforces the table before any view code runs; an operation missing from the table is refused
+(``memories.restrictions``). :class:`OperationPermission`, the API's only DRF permission
+class, enforces the table before any view code runs; an operation missing from the table is refused
 (fail-closed), and a test walks every route so none can be missed.
 """
 

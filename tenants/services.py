@@ -346,7 +346,7 @@ def tenant_settings_update(ctx: TenantContext, *, patch: dict[str, object]) -> d
 
     ``{"recall": {"scoreWeights": {...}}}`` replaces ``recall.scoreWeights`` and keeps the
     other keys of ``recall``. Callers validate the values (see
-    ``memories.tenant_settings``). Returns the new settings.
+    ``memories.services.settings``). Returns the new settings.
     """
     tenant = Tenant.objects.select_for_update().get(pk=ctx.tenant_id)
     merged = dict(tenant.settings or {})

@@ -11,7 +11,7 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from memories.models import Memory
-from memories.services import MemoryInput, memory_add
+from memories.services.memory import MemoryInput, memory_add
 from tenants import services as tenant_services
 from tenants.context import TenantContext, tenant_scope
 from tenants.layers import LayerIdentifiers

@@ -77,7 +77,7 @@ def stale_tenant(django_db_blocker: Any, name: str, texts: list[str]
     another model; yields ``{"tenant", "ctx", "ids"}`` (ids as strings) and deletes the
     tenant afterwards."""
     from memories.models import Memory
-    from memories.services import MemoryInput, memory_bulk_add
+    from memories.services.memory import MemoryInput, memory_bulk_add
     from tenants import services as tenant_services
     from tenants.context import tenant_scope
     from tenants.layers import LayerIdentifiers

@@ -11,9 +11,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memories import embeddings
+from memories.embedding import embedders as embeddings
 from memories.models import Memory
-from memories.search import RRF_K
+from memories.retrieval.search import RRF_K
 from tenants.context import tenant_scope
 from tests.helpers import body
 

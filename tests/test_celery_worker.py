@@ -20,7 +20,7 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from memories.models import Memory
-from memories.services import MemoryInput, memory_add
+from memories.services.memory import MemoryInput, memory_add
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tenants.layers import LayerIdentifiers

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from django.core.cache import cache
 
-from memories import embeddings
-from memories.embeddings import clear_local_cache, set_embedder
+from memories.embedding import embedders as embeddings
+from memories.embedding.embedders import clear_local_cache, set_embedder
 from memory_project import resilience
 from tenants import ratelimit
 from tests.helpers import assert_error

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from governance.services import policies_in_force, policy_create
-from memories.search import default_threshold
+from memories.retrieval.search import default_threshold
 from tenants import config_cache
 from tenants.context import tenant_scope
 from tenants.selectors import project_ancestry, team_ancestry, tenant_settings_of
@@ -165,7 +165,7 @@ def test_a_pinned_block_keeps_its_configuration_and_the_next_one_sees_changes(te
 
 
 def test_a_search_reads_the_configuration_version_once(tenant_a) -> None:
-    from memories.search import SearchRequest, memory_search
+    from memories.retrieval.search import SearchRequest, memory_search
     from tenants.layers import LayerIdentifiers
 
     tenant_a.add("User likes green tea")

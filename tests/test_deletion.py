@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from memories import selectors
-from memories.api.serializers import MemorySerializer
+from memories.api.serializers.memories import MemorySerializer
 from memories.models import Memory, MemoryHistory
+from memories.selectors import memory as selectors
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tenants.models import AuditEntry

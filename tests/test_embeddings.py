@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memories import embeddings
-from memories.embeddings import clear_local_cache, embed_texts, get_embedder, set_embedder
+from memories.embedding import embedders as embeddings
+from memories.embedding.embedders import clear_local_cache, embed_texts, get_embedder, set_embedder
 from tests.helpers import assert_error, body, memory_row, snapshot
 from tests.retrieval_helpers import CountingEmbedder
 

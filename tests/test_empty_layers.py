@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from memories import search
-from memories.scoping import layer_queryset, populated_layers, resolve_identifiers
+from memories.retrieval import search
+from memories.retrieval.partition import layer_queryset, populated_layers, resolve_identifiers
 from tenants.context import tenant_scope
 from tenants.layers import Layer, LayerIdentifiers
 from tests.retrieval_helpers import searched

@@ -11,7 +11,7 @@ import pytest
 from django.core.cache import cache
 from django.db import connections
 
-from memories import embeddings
+from memories.embedding import embedders as embeddings
 from tests.helpers import assert_error, body
 
 M = "/api/v1/memories"

@@ -36,7 +36,7 @@ def stale_memories(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dic
     (the worker reads them over its own connection), and nothing cached for them."""
     from django.core.cache import cache
 
-    from memories import embeddings
+    from memories.embedding import embedders as embeddings
 
     texts = [f"note {i}: the team ships release {i} on a Tuesday" for i in range(200)]
     with stale_tenant(django_db_blocker, "Reembed", texts) as tenant:

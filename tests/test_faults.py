@@ -47,7 +47,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 @pytest.mark.django_db
 def test_redis_stopped_while_serving(own_redis: RedisServer, tenant_a: TenantFixture) -> None:
-    from memories.embeddings import clear_local_cache
+    from memories.embedding.embedders import clear_local_cache
 
     client = tenant_a.client
 

@@ -1,5 +1,5 @@
 """Feedback rewards (``POST /api/v1/memories/feedback``) and Memory-R1 pruning
-(``memories.maintenance.prune_by_feedback``): all-or-nothing recording, no leak of which id
+(``memories.services.maintenance.prune_by_feedback``): all-or-nothing recording, no leak of which id
 was foreign, pruned memories out of search/recall/list, restore un-prunes."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from memories import maintenance
 from memories.models import Memory, MemoryFeedback, MemoryHistory
+from memories.services import maintenance
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tenants.models import AuditEntry

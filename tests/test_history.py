@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from memories import history as history_module
 from memories.models import Memory, MemoryHistory
-from memories.services import MemoryInput, memory_bulk_add
+from memories.services import history as history_module
+from memories.services.memory import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
 from tenants.layers import LayerIdentifiers
 from tenants.models import AuditEntry
@@ -117,7 +117,7 @@ def test_it_writes_memory_and_history_in_one_transaction(tenant_a, monkeypatch) 
     def broken(*args: Any, **kwargs: Any) -> int:
         raise RuntimeError("history store down")
 
-    monkeypatch.setattr("memories.services.history_added", broken)
+    monkeypatch.setattr("memories.services.memory.history_added", broken)
     item = MemoryInput(content="Never half-written", layer="user",
                        identifiers=LayerIdentifiers(userId="u1"))
     with tenant_scope(tenant_a.ctx):

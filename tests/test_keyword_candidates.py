@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from memories import keyword
-from memories.keyword import ScopeStats, candidate_queries
+from memories.retrieval import keyword
+from memories.retrieval.keyword import PartitionStats, candidate_queries
 from tests.retrieval_helpers import searched
 
 
-def stats(size: int, **df: int) -> ScopeStats:
-    return ScopeStats(size=size, avg_length=10.0, df=dict(df))
+def stats(size: int, **df: int) -> PartitionStats:
+    return PartitionStats(size=size, avg_length=10.0, df=dict(df))
 
 
 def test_it_ors_the_rare_terms_while_their_frequencies_stay_under_the_cap() -> None:

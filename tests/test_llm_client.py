@@ -205,7 +205,7 @@ def test_identical_requests_are_cached_per_tenant_and_never_shared(
 
 def test_erasing_memories_makes_cached_answers_unreachable(
         tenant_a: Any, fake: FakeLLM, django_capture_on_commit_callbacks: Any) -> None:
-    from memories.deletion import memories_erase
+    from memories.services.deletion import memories_erase
 
     fake.then(("json", ENTITIES))
     memory = tenant_a.add(TEXT)

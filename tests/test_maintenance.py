@@ -1,5 +1,5 @@
 """Importance on access, effective confidence in the API, and the lifecycle jobs of
-``memories.maintenance``: decay, purge of soft-deleted memories, consolidation."""
+``memories.services.maintenance``: decay, purge of soft-deleted memories, consolidation."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from memories import maintenance
-from memories.confidence import confidence_state, effective_confidence
-from memories.embeddings import get_embedder
+from memories.embedding.embedders import get_embedder
 from memories.models import Memory, MemoryHistory
+from memories.retrieval.confidence import confidence_state, effective_confidence
+from memories.services import maintenance
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tenants.models import AuditEntry

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from memories.services import MemoryInput, memory_bulk_add
+from memories.services.memory import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
 from tenants.layers import LayerIdentifiers
 from tests.helpers import assert_error, body

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from memories.api.representation import iso_datetime
-from memories.api.serializers import MemorySerializer, MemoryWithEmbeddingSerializer
+from memories.api.serializers.memories import MemorySerializer, MemoryWithEmbeddingSerializer
+from memories.api.serializers.representation import iso_datetime
 from memories.models import Memory
 from tests.retrieval_helpers import days_ago, reload, set_fields
 

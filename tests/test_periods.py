@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from memories.lifecycle import parse_period
+from memories.services.lifecycle import parse_period
 from memory_project.errors import InvalidInput
 
 

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
-from memories.lifecycle import sessions_cleanup
 from memories.models import Memory, State
+from memories.services.lifecycle import sessions_cleanup
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tests.helpers import assert_error, body, new_key

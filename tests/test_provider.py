@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memories import embeddings
-from memories.filters import MetadataFilter
+from memories.embedding import embedders as embeddings
 from memories.provider import MemoryProvider, PostgresMemoryProvider, get_provider
-from memories.search import Mode, SearchRequest
-from memories.services import MemoryInput
+from memories.retrieval.filters import MetadataFilter
+from memories.retrieval.search import Mode, SearchRequest
+from memories.services.memory import MemoryInput
 from tenants.layers import LayerIdentifiers
 from tests.helpers import assert_error, body
 from tests.retrieval_helpers import reload

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memories import embedding_http
-from memories.embedding_http import OpenAICompatibleEmbedder
-from memories.embeddings import set_embedder
+from memories.embedding import http as embedding_http
+from memories.embedding.embedders import set_embedder
+from memories.embedding.http import OpenAICompatibleEmbedder
 from memory_project import retries
 from memory_project.errors import ProviderError, RateLimited
 from memory_project.retries import call_with_retries

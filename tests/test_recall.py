@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from memories.recall import DEFAULT_WEIGHTS
+from memories.retrieval.recall import DEFAULT_WEIGHTS
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tests.helpers import assert_error, body

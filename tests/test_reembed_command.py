@@ -9,9 +9,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from jobs.models import QueuedJob
-from memories.embeddings import get_embedder
+from memories.embedding.embedders import get_embedder
 from memories.models import Memory
-from memories.reembed import memories_reembed
+from memories.services.reembed import memories_reembed
 from tenants.context import tenant_scope
 
 pytestmark = pytest.mark.django_db

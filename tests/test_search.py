@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from memories import embeddings
+from memories.embedding import embedders as embeddings
 from tests.helpers import assert_error, body
 from tests.retrieval_helpers import (
     RECALL_URL,

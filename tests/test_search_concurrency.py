@@ -1,4 +1,4 @@
-"""Concurrent search (``memories.concurrency``): the per-layer queries of a search run on
+"""Concurrent search (``memories.retrieval.concurrency``): the per-layer queries of a search run on
 pool threads, each with its own connection and transaction, and answer exactly what the
 same search answers in one transaction, for the caller's tenant only."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from memories import concurrency, search
 from memories.models import Memory
+from memories.retrieval import concurrency, search
 from memory_project.after_response import drain
 from tenants.context import tenant_scope
 from tests.helpers import body

@@ -1,6 +1,6 @@
 """Query plans of retrieval under row-level security: keyword search uses the GIN index,
 semantic search the HNSW index, and a filtered HNSW scan never starves the top-k; a starved
-scan is widened by the share of candidates that passed (``memories.semantic.widened``)."""
+scan is widened by the share of candidates that passed (``memories.retrieval.semantic.widened``)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import pytest
 from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from memories import embeddings, semantic
+from memories.embedding import embedders as embeddings
 from memories.models import Memory
-from memories.scoping import resolve_identifiers, scope_lexeme
-from memories.search import SearchRequest, memory_search
-from memories.semantic import widened
-from memories.services import MemoryInput, memory_bulk_add
+from memories.retrieval import semantic
+from memories.retrieval.partition import partition_lexeme, resolve_identifiers
+from memories.retrieval.search import SearchRequest, memory_search
+from memories.retrieval.semantic import widened
+from memories.services.memory import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
 from tenants.layers import Layer, LayerIdentifiers
 
@@ -66,7 +67,7 @@ def test_a_keyword_search_finds_its_scope_and_term_in_one_index_scan(tenant_a) -
             CaptureQueriesContext(connection) as captured:
         found = memory_search(tenant_a.ctx, request)
         ranking = [q["sql"] for q in captured.captured_queries if "c.tf0" in q["sql"]]
-        lexeme = scope_lexeme(tenant_a.ctx.tenant_id, Layer.USER,
+        lexeme = partition_lexeme(tenant_a.ctx.tenant_id, Layer.USER,
                               resolve_identifiers(tenant_a.ctx, USER))
         shown = plan("SELECT id FROM memories_memory "
                      "WHERE search_vector @@ to_tsquery('simple', 'run') "

@@ -55,7 +55,8 @@ def test_it_is_not_ready_when_redis_fails(client, monkeypatch) -> None:
 
 
 def test_ready_runs_the_model_at_most_once_a_minute(client, monkeypatch) -> None:
-    from memories import embedding_readiness, embeddings
+    from memories.embedding import embedders as embeddings
+    from memories.embedding import readiness as embedding_readiness
 
     monkeypatch.setattr(embedding_readiness, "_model_ok_until", 0.0)
     calls: list[int] = []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memories.lifecycle import lifecycle_settings
-from memories.lifecycle_config import lifecycle_section
+from memories.services.lifecycle import lifecycle_settings
+from memories.services.lifecycle_config import lifecycle_section
 from tenants.context import tenant_scope
 from tests.helpers import assert_error
 

@@ -10,12 +10,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memories import keyword
-from memories.deletion import memory_delete, memory_erase_by_identifiers
-from memories.keyword import ScopeStats, champion_term, scope_hash
 from memories.models import TermImpact
-from memories.scoping import scope_lexeme
-from memories.services import memory_update
+from memories.retrieval import keyword
+from memories.retrieval.keyword import PartitionStats, champion_term, scope_hash
+from memories.retrieval.partition import partition_lexeme
+from memories.services.deletion import memory_delete, memory_erase_by_identifiers
+from memories.services.memory import memory_update
 from tenants.context import tenant_scope
 from tenants.layers import Layer, LayerIdentifiers
 from tests.retrieval_helpers import searched
@@ -35,7 +35,7 @@ def test_adding_a_memory_writes_one_posting_per_lexeme_with_its_scope_and_impact
     memory = tenant_a.add("Melanie paints sunsets and paints lakes")
     rows = postings(tenant_a, memory.pk)
     assert set(rows) == {"melani", "paint", "sunset", "lake"}
-    lexeme = scope_lexeme(tenant_a.ctx.tenant_id, Layer.USER, USER)
+    lexeme = partition_lexeme(tenant_a.ctx.tenant_id, Layer.USER, USER)
     assert {p.scope for p in rows.values()} == {scope_hash(lexeme)}
     # tf 2 for "paint", 4 lexemes: 2 / (2 + 1.2 * (0.25 + 0.75 * 4 / 30))
     assert rows["paint"].impact == pytest.approx(2 / (2 + 1.2 * (0.25 + 0.75 * 4 / 30)))
@@ -95,8 +95,8 @@ def test_another_tenant_reads_none_of_the_postings(tenant_a, tenant_b) -> None:
         assert cursor.fetchone()[0] == 0
 
 
-def stats(size: int, avg_length: float = 30.0, **df: int) -> ScopeStats:
-    return ScopeStats(size=size, avg_length=avg_length, df=dict(df))
+def stats(size: int, avg_length: float = 30.0, **df: int) -> PartitionStats:
+    return PartitionStats(size=size, avg_length=avg_length, df=dict(df))
 
 
 def test_the_champion_term_is_the_rarest_when_no_other_term_is_uncommon() -> None:

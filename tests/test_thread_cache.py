@@ -11,7 +11,7 @@ import redis
 from django.conf import settings
 from django.test import override_settings
 
-from memories.activity import activity_per_hour, activity_record
+from memories.selectors.activity import activity_per_hour, activity_record
 from memory_project.thread_cache import thread_cache
 
 

@@ -18,11 +18,11 @@ from console.access import ConsoleAccess, console_view
 from console.forms import MemoryEditForm, SearchForm
 from console.models import ConsoleRole
 from governance.models import ReviewItem
-from memories.deletion import memory_archive
 from memories.models import UNSERVED_COLUMNS, Memory, State
-from memories.recall import RecallRequest, memory_recall
-from memories.search import SearchRequest, memory_search
-from memories.selectors import memory_history
+from memories.retrieval.recall import RecallRequest, memory_recall
+from memories.retrieval.search import SearchRequest, memory_search
+from memories.selectors.memory import memory_history
+from memories.services.deletion import memory_archive
 from memory_project.errors import MemoryNotFound, MemoryServiceError
 from tenants.audit import owned_or_not_found
 from tenants.layers import LayerIdentifiers

@@ -16,11 +16,11 @@ from console import services
 from console.access import ConsoleAccess, console_view
 from console.forms import SettingsForm
 from console.models import ConsoleRole
-from memories.lifecycle import lifecycle_settings
-from memories.lifecycle_config import deleted_retention_days, lifecycle_section
-from memories.recall import recall_settings
-from memories.search import default_threshold
-from memories.tenant_settings import settings_get
+from memories.retrieval.recall import recall_settings
+from memories.retrieval.search import default_threshold
+from memories.services.lifecycle import lifecycle_settings
+from memories.services.lifecycle_config import deleted_retention_days, lifecycle_section
+from memories.services.settings import settings_get
 from memory_project.errors import MemoryServiceError, NotFound
 from tenants.audit import audit_cross_tenant_probe
 from tenants.models import ApiKey
@@ -50,7 +50,7 @@ def _initial(access: ConsoleAccess) -> dict[str, Any]:
 
 
 def settings_patch(access: ConsoleAccess, data: dict[str, Any]) -> dict[str, Any]:
-    """The settings patch (``memories.tenant_settings`` shape) for the form's values."""
+    """The settings patch (``memories.services.settings`` shape) for the form's values."""
     decay = lifecycle_section(access.ctx, "decay")
     patch: dict[str, Any] = {
         "search": {"defaultThreshold": data["default_threshold"]},

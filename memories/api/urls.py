@@ -3,10 +3,10 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from memories.api.export_views import CapabilitiesView, ExportView
-from memories.api.session_views import SessionCloseView
-from memories.api.settings_views import TenantSettingsView
-from memories.api.views import MemoryViewSet
+from memories.api.views.export import CapabilitiesView, ExportView
+from memories.api.views.memories import MemoryViewSet
+from memories.api.views.sessions import SessionCloseView
+from memories.api.views.settings import TenantSettingsView
 
 
 class MemoryRouter(SimpleRouter):

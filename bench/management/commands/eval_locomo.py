@@ -20,8 +20,8 @@ from tqdm import tqdm
 
 from bench.locomo import CATEGORY_NAMES, load_samples, questions, recall_at_k
 from memories.models import Memory
-from memories.recall import RecallRequest, memory_recall
-from memories.search import Mode, SearchRequest, memory_search
+from memories.retrieval.recall import RecallRequest, memory_recall
+from memories.retrieval.search import Mode, SearchRequest, memory_search
 from memory_project.errors import MemoryServiceError
 from tenants.context import TenantContext
 from tenants.entry import tenant_job

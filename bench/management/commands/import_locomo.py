@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from bench.locomo import load_samples, turns
 from memories.models import Kind, Memory
-from memories.services import MemoryInput, memory_bulk_add
+from memories.services.memory import MemoryInput, memory_bulk_add
 from memory_project.errors import MemoryServiceError
 from tenants.entry import tenant_job
 from tenants.layers import LayerIdentifiers

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memories.tenant_settings import settings_update, weights_from_toml
+from memories.services.settings import settings_update, weights_from_toml
 from memory_project.errors import MemoryServiceError
 from tenants.entry import tenant_job
 from tenants.management.commands.create_api_key import find_tenant

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memories.reembed import reembed_enqueue
+from memories.services.reembed import reembed_enqueue
 from tenants.entry import tenant_job
 from tenants.management.commands.create_api_key import find_tenant
 from tenants.models import Tenant

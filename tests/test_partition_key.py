@@ -1,5 +1,5 @@
 """``scope_key``: the lexeme PostgreSQL stores per memory (``memory_scope_key``) equals the one
-Python computes for the same layer scope (``scoping.scope_lexeme``), for every layer, and
+Python computes for the same layer scope (``scoping.partition_lexeme``), for every layer, and
 differs between scopes and tenants."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from django.db import transaction
 
 from memories.models import Memory
-from memories.scoping import keyword_scope, resolve_identifiers, scope_lexeme
-from memories.services import MemoryInput, memory_bulk_add
+from memories.retrieval.partition import keyword_partition, partition_lexeme, resolve_identifiers
+from memories.services.memory import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
 from tenants.layers import Layer, LayerIdentifiers
 
@@ -39,8 +39,8 @@ def test_the_stored_lexeme_is_the_one_python_computes(tenant_a, tenant_b, layer)
     with transaction.atomic(), tenant_scope(tenant_a.ctx):
         ids = resolve_identifiers(tenant_a.ctx, LayerIdentifiers.from_mapping(IDS))
         stored = Memory.objects.get(layer=layer.value, content__startswith="mine")
-        assert str(stored.scope_key) == f"'{scope_lexeme(tenant_a.ctx.tenant_id, layer, ids)}'"
-        found = sorted(Memory.objects.filter(keyword_scope(tenant_a.ctx.tenant_id, layer, ids))
+        assert str(stored.scope_key) == f"'{partition_lexeme(tenant_a.ctx.tenant_id, layer, ids)}'"
+        found = sorted(Memory.objects.filter(keyword_partition(tenant_a.ctx.tenant_id, layer, ids))
                        .values_list("content", flat=True))
     # One company per tenant: both sets of identifiers share the company layer's scope.
     shared = ["other"] if layer is Layer.COMPANY else []
@@ -53,6 +53,7 @@ def test_it_follows_a_memory_moved_to_another_scope(tenant_a) -> None:
     with transaction.atomic(), tenant_scope(tenant_a.ctx):
         ids = resolve_identifiers(tenant_a.ctx, LayerIdentifiers.from_mapping(OTHER))
         Memory.objects.filter(layer="user").update(user_id="u2")
-        moved = list(Memory.objects.filter(keyword_scope(tenant_a.ctx.tenant_id, Layer.USER, ids))
+        moved = list(Memory.objects.filter(
+            keyword_partition(tenant_a.ctx.tenant_id, Layer.USER, ids))
                      .values_list("content", flat=True))
     assert moved == ["mine note in the user layer"]

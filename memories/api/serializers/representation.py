@@ -18,8 +18,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from memories.confidence import memory_confidence
 from memories.models import Memory
+from memories.retrieval.confidence import memory_confidence
 
 
 def iso_datetime(value: datetime | None, zone: tzinfo | None = None) -> str | None:
@@ -35,7 +35,7 @@ def memory_representation(memory: Memory) -> dict[str, Any]:
     """The fields of ``MemorySerializer.Meta.fields``, in that order, for ``memory``.
 
     ``effectiveConfidence``/``confidenceState`` are computed once, at the time of the call
-    (``memories.confidence.memory_confidence``); ``baseImportance`` is the importance the
+    (``memories.retrieval.confidence.memory_confidence``); ``baseImportance`` is the importance the
     writer gave (``importance`` moves with use).
     """
     zone = timezone.get_current_timezone()

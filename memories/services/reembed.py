@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F
 
 from jobs.services import job_enqueue
-from memories.embeddings import embed_texts, get_embedder
+from memories.embedding.embedders import embed_texts, get_embedder
 from memories.models import Memory
 from tenants.context import TenantContext
 

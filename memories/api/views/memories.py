@@ -10,15 +10,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memories import access, deletion, feedback, selectors, services
 from memories.api.params import bool_param, int_param, only_params
-from memories.api.search_serializers import (
-    RecallRequestSerializer,
-    SearchRequestSerializer,
-    recall_results,
-    search_results,
-)
-from memories.api.serializers import (
+from memories.api.serializers.memories import (
     BulkAddSerializer,
     BulkDeleteSerializer,
     FeedbackSerializer,
@@ -29,10 +22,19 @@ from memories.api.serializers import (
     MemoryWriteSerializer,
     memory_input,
 )
-from memories.filters import SOURCE_TYPES, MetadataFilter
+from memories.api.serializers.search import (
+    RecallRequestSerializer,
+    SearchRequestSerializer,
+    recall_results,
+    search_results,
+)
 from memories.models import Memory, State
-from memories.recall import memory_recall
-from memories.search import memory_search
+from memories.retrieval.filters import SOURCE_TYPES, MetadataFilter
+from memories.retrieval.recall import memory_recall
+from memories.retrieval.search import memory_search
+from memories.selectors import memory as selectors
+from memories.services import deletion, feedback, references
+from memories.services import memory as services
 from memory_project.errors import InvalidInput, MemoryNotFound
 from memory_project.openapi import EnvelopedListSchema
 from memory_project.validation import IDENTIFIER_PATTERN
@@ -148,7 +150,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
     def retrieve(self, request: Request, pk: str) -> Response:
         """Get one memory; another tenant's id answers exactly like a missing one (404)."""
         memory = self.get_object()
-        access.memory_references_record(require_context(), memory_ids=[memory.pk])
+        references.memory_references_record(require_context(), memory_ids=[memory.pk])
         memory.refresh_from_db()
         response = Response({"memory": _memory(memory, request)})
         response["ETag"] = f'"{memory.version}"'
@@ -322,7 +324,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         ctx = require_context()
         found = memory_search(ctx, body.to_request(), concurrent=True)
-        access.memory_references_record_after_response(
+        references.memory_references_record_after_response(
             ctx, memory_ids=[c.memory.pk for c in found.results])
         response = Response({
             "results": search_results(found.results),
@@ -343,7 +345,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         ctx = require_context()
         recalled = memory_recall(ctx, body.to_request(), concurrent=True)
-        access.memory_references_record_after_response(
+        references.memory_references_record_after_response(
             ctx, memory_ids=[r.candidate.memory.pk for r in recalled]
         )
         return Response({"results": recall_results(recalled)})

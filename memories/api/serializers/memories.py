@@ -8,10 +8,10 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from memories.api.representation import memory_representation
-from memories.confidence import memory_confidence
+from memories.api.serializers.representation import memory_representation
 from memories.models import Kind, Memory, MemoryHistory
-from memories.services import MemoryInput
+from memories.retrieval.confidence import memory_confidence
+from memories.services.memory import MemoryInput
 from memory_project.errors import InvalidInput
 from memory_project.validation import (
     IDENTIFIER_PATTERN,
@@ -133,7 +133,7 @@ def documented_json(schema: dict[str, Any]) -> type[serializers.JSONField]:
 class FeedbackSerializer(serializers.Serializer):
     """Body of ``POST /api/v1/memories/feedback`` (seed 001 "Memory-R1 Pruning"):
     ``{"memoryIds": [str, ...], "reward": number in [-1, 1], "query"?: str}``. Only the
-    shape is checked here; ``memories.feedback.validate_feedback`` checks the values."""
+    shape is checked here; ``memories.services.feedback.validate_feedback`` checks the values."""
 
     memoryIds = documented_json({"type": "array", "minItems": 1, "maxItems": 100,
                          "items": {"type": "string", "format": "uuid"}})()
@@ -215,7 +215,7 @@ class MemorySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def to_representation(self, instance: Memory) -> dict[str, Any]:
-        """The memory in one pass (``memories.api.representation``); equal to
+        """The memory in one pass (``memories.api.serializers.representation``); equal to
         :meth:`field_representation`, about 5x faster."""
         return memory_representation(instance)
 

@@ -13,13 +13,13 @@ from django.utils import timezone
 
 from governance.models import Policy
 from governance.services import enforce_write, policies_in_force
-from memories.access import base_importance_expression, importance_expression
-from memories.embeddings import content_hash, embed_texts, get_embedder
-from memories.filters import SOURCE_TYPES
-from memories.history import history_added, history_record, history_row
+from memories.embedding.embedders import content_hash, embed_texts, get_embedder
 from memories.models import HistoryAction, Kind, Memory, State
 from memories.restrictions import check_layer
-from memories.scoping import resolve_identifiers
+from memories.retrieval.filters import SOURCE_TYPES
+from memories.retrieval.partition import resolve_identifiers
+from memories.services.history import history_added, history_record, history_row
+from memories.services.references import base_importance_expression, importance_expression
 from memories.telemetry import results_observed
 from memory_project.errors import (
     ContentTooLong,

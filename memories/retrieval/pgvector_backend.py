@@ -10,7 +10,7 @@ The memories table is both the system of record and the vector store, so:
 - ``get``/``search``/``scan`` see memories that are not deleted; metadata are the row's
   ``metadata`` plus its layer, kind, scope and identifiers (filters on those keys use the
   columns, other keys the ``metadata`` JSON);
-- search with the cosine metric is today's semantic search (``memories.semantic.nearest``:
+- search with the cosine metric is today's semantic search (``memories.retrieval.semantic.nearest``:
   HNSW with ``hnsw.ef_search``, exact scans for small scopes); L2 and inner product order by
   ``<->`` / ``<#>``. Index type and metric are chosen by ``PGVECTOR_INDEX_TYPE`` and
   ``PGVECTOR_DISTANCE``.
@@ -32,7 +32,7 @@ from django.db.models import Q, QuerySet
 from pgvector.django import L2Distance, MaxInnerProduct
 
 from memories.models import Memory, State
-from memories.semantic import nearest
+from memories.retrieval.semantic import nearest
 from tenants.context import require_context
 from vectors.base import (
     Capabilities,

@@ -28,10 +28,10 @@ from functools import partial
 
 from django.utils import timezone
 
-from memories.activity import activity_record
-from memories.confidence import effective_confidence
-from memories.filters import MetadataFilter
-from memories.search import Candidate, Mode, SearchRequest, search_candidates
+from memories.retrieval.confidence import effective_confidence
+from memories.retrieval.filters import MetadataFilter
+from memories.retrieval.search import Mode, SearchHit, SearchRequest, search_candidates
+from memories.selectors.activity import activity_record
 from memories.telemetry import results_observed
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput
@@ -68,7 +68,7 @@ class RecallRequest:
 class Recalled:
     """A recalled memory with every part of its composite score."""
 
-    candidate: Candidate
+    candidate: SearchHit
     relevance: float
     importance: float
     recency: float
@@ -114,11 +114,11 @@ def _days(since: datetime | None, now: datetime) -> float:
 def memory_recall(ctx: TenantContext, request: RecallRequest, *, concurrent: bool = False
                   ) -> list[Recalled]:
     """Recall up to ``limit`` memories about ``topic``, best composite score first.
-    ``concurrent`` as in :func:`memories.search.memory_search`.
+    ``concurrent`` as in :func:`memories.retrieval.search.memory_search`.
 
     Raises:
         InvalidInput: limit outside 1..100 or ``min_confidence`` outside [0, 1]; plus the
-        errors of :func:`memories.search.memory_search`.
+        errors of :func:`memories.retrieval.search.memory_search`.
     """
     if isinstance(request.limit, bool) or not 1 <= request.limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be within 1..{MAX_LIMIT}.", operation="memory.recall")

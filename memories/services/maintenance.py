@@ -5,7 +5,7 @@ Each job takes the tenant's :class:`TenantContext`, runs inside :func:`tenant_sc
 here as well, so a direct call is as safe as one from ``memories.tasks``), is one transaction,
 is idempotent (a second run right after the first changes nothing), writes a history row per
 memory it changes and one audit entry per run that changed something, and returns a dict of
-counts. Settings: ``tenant.settings["lifecycle"]``, see :mod:`memories.lifecycle_config`.
+counts. Settings: ``tenant.settings["lifecycle"]``, see :mod:`memories.services.lifecycle_config`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from django.db.models import F, FloatField, Q
 from django.db.models.expressions import ExpressionWrapper, RawSQL
 from django.utils import timezone
 
-from memories.deletion import memories_erase
-from memories.embeddings import content_hash, embed_texts
-from memories.history import history_record, history_row
-from memories.lifecycle_config import deleted_retention_days, lifecycle_section
+from memories.embedding.embedders import content_hash, embed_texts
 from memories.models import HistoryAction, Memory, State
-from memories.services import MAX_METADATA_BYTES
+from memories.services.deletion import memories_erase
+from memories.services.history import history_record, history_row
+from memories.services.lifecycle_config import deleted_retention_days, lifecycle_section
+from memories.services.memory import MAX_METADATA_BYTES
 from tenants.audit import audit_record
 from tenants.context import TenantContext
 
@@ -102,7 +102,7 @@ def decay_run(ctx: TenantContext) -> dict[str, int]:
 def purge_deleted(ctx: TenantContext) -> dict[str, int]:
     """Erase soft-deleted memories whose ``deleted_at`` is older than the tenant's retention
     (``lifecycle.deletedRetentionDays``, default 30): the rows go and their history content
-    is blanked (:func:`memories.deletion.memories_erase`, reason ``"purge"``).
+    is blanked (:func:`memories.services.deletion.memories_erase`, reason ``"purge"``).
 
     Returns:
         ``{"purged": n}``.
@@ -292,7 +292,7 @@ def prune_by_feedback(ctx: TenantContext) -> dict[str, int]:
 
     A memory with at least ``minFeedback`` (default 3) feedback rewards since its creation or
     last restore, whose mean reward is ≤ ``threshold`` (default −0.3), gets ``pruned_at``:
-    it leaves search, recall and list (``memories.scoping.layer_queryset``) but stays
+    it leaves search, recall and list (``memories.retrieval.partition.layer_queryset``) but stays
     readable by id, keeps its feedback, and ``POST .../restore`` brings it back with a fresh
     reward record. Each gets a ``prune`` history row; the run is audited.
 

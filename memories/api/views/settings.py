@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memories.tenant_settings import settings_get, settings_update
+from memories.services.settings import settings_get, settings_update
 from tenants.context import require_context
 
 

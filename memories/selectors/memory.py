@@ -1,4 +1,5 @@
-"""Reads of the memories app: get and list (seed 001); search lives in ``memories.search``."""
+"""Reads of the memories app: get and list (seed 001); search lives in
+``memories.retrieval.search``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from memories.filters import MetadataFilter
-from memories.history import history_list
 from memories.models import UNSERVED_COLUMNS, Memory, MemoryHistory, State
 from memories.restrictions import check_layer
-from memories.scoping import layer_queryset, resolve_identifiers
+from memories.retrieval.filters import MetadataFilter
+from memories.retrieval.partition import layer_queryset, resolve_identifiers
+from memories.services.history import history_list
 from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput, MemoryNotFound
 from tenants.audit import audit_cross_tenant_probe, parse_uuid

@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from governance.services import review_items_erase_subject
 from llm import cache as llm_cache
-from memories.embeddings import cache_evict
-from memories.history import history_erase, history_record, history_row, history_texts
+from memories.embedding.embedders import cache_evict
 from memories.models import ClosedSession, HistoryAction, Memory, State
+from memories.services.history import history_erase, history_record, history_row, history_texts
 from memory_project.errors import (
     InvalidInput,
     MemoryNotFound,
@@ -48,7 +48,8 @@ def memories_erase(ctx: TenantContext, *, memory_ids: list[uuid.UUID], reason: s
     - the content and metadata in their history are blanked, leaving one ``erase`` row each;
     - review items about them are scrubbed (``governance.services.review_items_scrub``);
     - the embedding cache forgets every version of their text (Redis and, through a new
-      ``config_version`` of the tenant, every process: ``memories.embeddings.cache_evict``);
+      ``config_version`` of the tenant, every process:
+      ``memories.embedding.embedders.cache_evict``);
     - cached language-model answers of the tenant become unreachable (``llm.cache``);
     - receivers of :data:`memories_erased` drop what they derived from them.
 

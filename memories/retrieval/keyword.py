@@ -8,7 +8,7 @@ selective terms (GIN index). Term frequencies come from the tsvector positions, 
 generated ``term_frequencies`` column. Document frequencies are
 counted per scope and term with the GIN index and cached for two minutes.
 
-Callers pass a scope narrowed by ``scoping.keyword_scope``: the GIN index ``mem_keyword_gin``
+Callers pass a scope narrowed by ``scoping.keyword_partition``: the GIN index ``mem_keyword_gin``
 covers ``search_vector`` and the row's ``scope_key`` lexeme, so "term AND scope" is one index
 scan. On the 100k bench tenant that took a query holding a 990-memory term from ~25 to ~7 ms
 (the tenant's 100k btree entries are no longer intersected with the term's).
@@ -66,7 +66,7 @@ IMPACT_REFERENCE_LENGTH = 30.0
 
 
 @dataclass
-class ScopeStats:
+class PartitionStats:
     """BM25 statistics of one layer scope: size, mean tsvector length, document frequencies."""
 
     size: int
@@ -74,7 +74,7 @@ class ScopeStats:
     df: dict[str, int] = field(default_factory=dict)
 
 
-_stats: TTLCache[tuple[str, tuple[str, ...]], ScopeStats] = TTLCache(
+_stats: TTLCache[tuple[str, tuple[str, ...]], PartitionStats] = TTLCache(
     maxsize=2048, ttl=STATS_TTL_SECONDS
 )
 _lexemes: LRUCache[str, tuple[str, ...]] = LRUCache(maxsize=10_000)
@@ -124,8 +124,8 @@ def query_lexemes(query: str) -> tuple[str, ...]:
     return cached
 
 
-def scope_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> ScopeStats:
-    """:class:`ScopeStats` of ``base`` covering ``lexemes``; cached for two minutes per scope
+def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> PartitionStats:
+    """:class:`PartitionStats` of ``base`` covering ``lexemes``; cached for two minutes per scope
     (document frequencies use the GIN index, one count per new term)."""
     sql, params = base.values("search_vector").query.sql_with_params()
     key = (sql, tuple(map(str, params)))
@@ -133,7 +133,7 @@ def scope_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> ScopeStats:
         stats = _stats.get(key)
     if stats is None:
         row = base.aggregate(n=Count("id"), avg=Avg(Length("search_vector")))
-        stats = ScopeStats(size=row["n"] or 0, avg_length=float(row["avg"] or 1.0))
+        stats = PartitionStats(size=row["n"] or 0, avg_length=float(row["avg"] or 1.0))
     # A cached 0 may be stale (a memory holding the term was added since): count it again,
     # or the term would be dropped from the query until the cache entry expires.
     missing = [lex for lex in lexemes if not stats.df.get(lex)]
@@ -158,7 +158,7 @@ def _or(lexemes: list[str]) -> str:
                       for lex in lexemes)
 
 
-def candidate_queries(stats: ScopeStats, present: list[str]) -> list[str]:
+def candidate_queries(stats: PartitionStats, present: list[str]) -> list[str]:
     """Raw ``tsquery`` texts that select BM25 candidates, tried in order until one yields
     enough memories (the last one always stands).
 
@@ -197,14 +197,14 @@ def candidate_queries(stats: ScopeStats, present: list[str]) -> list[str]:
 
 
 def scope_hash(lexeme: str) -> int:
-    """``memories_termimpact.scope`` of a scope lexeme (``scoping.scope_lexeme``): its first
+    """``memories_termimpact.scope`` of a scope lexeme (``scoping.partition_lexeme``): its first
     16 hex digits as a signed 64-bit integer, as the SQL function ``memory_scope_hash``
     computes it (migration 0012)."""
     value = int(lexeme[1:17], 16)
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def champion_term(stats: ScopeStats, present: list[str]) -> str | None:
+def champion_term(stats: PartitionStats, present: list[str]) -> str | None:
     """The term whose best postings stand in for the candidates, or ``None``.
 
     Only when even the rarest term is over ``MAX_KEYWORD_CANDIDATES`` and at most one term is
@@ -227,7 +227,7 @@ def champion_term(stats: ScopeStats, present: list[str]) -> str | None:
 
 
 def _score(candidates: QuerySet[Memory], present: list[str], idfs: list[float],
-           stats: ScopeStats, limit: int) -> list[tuple[Any, float]]:
+           stats: PartitionStats, limit: int) -> list[tuple[Any, float]]:
     sql, params = candidates.values("id", "search_vector", "term_frequencies").query \
         .sql_with_params()
     k1, b = BM25_K1, BM25_B
@@ -240,11 +240,11 @@ def _score(candidates: QuerySet[Memory], present: list[str], idfs: list[float],
         return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
 
-def bm25(base: QuerySet[Memory], query: str, limit: int, *, scope_lexeme: str | None = None
+def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: str | None = None
          ) -> list[tuple[Any, float]]:
     """``[(id, score)]`` of the best ``limit`` memories of ``base`` for ``query`` (BM25).
 
-    Candidates: with ``scope_lexeme`` (the scope ``base`` is narrowed to) and a
+    Candidates: with ``partition_lexeme`` (the scope ``base`` is narrowed to) and a
     :func:`champion_term`, the ``CHAMPIONS`` best postings of that term, read by one
     index-only scan of ``termimpact_champions`` (on the 100k bench, 6 ms against 48 ms for
     the 12.7k memories holding ``paint``, 10 ms against 290 ms for the 55k holding
@@ -253,14 +253,14 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, scope_lexeme: str | 
     lexemes = query_lexemes(query)
     if not lexemes:
         return []
-    stats = scope_stats(base, lexemes)
+    stats = partition_stats(base, lexemes)
     present = [lex for lex in lexemes if stats.df.get(lex)]
     if not present:
         return []
     idfs = [_idf(stats.size, stats.df[lex]) for lex in present]
-    champion = champion_term(stats, present) if scope_lexeme and limit <= CHAMPIONS else None
-    if champion is not None and scope_lexeme is not None:
-        best = TermImpact.objects.filter(scope=scope_hash(scope_lexeme), lexeme=champion) \
+    champion = champion_term(stats, present) if partition_lexeme and limit <= CHAMPIONS else None
+    if champion is not None and partition_lexeme is not None:
+        best = TermImpact.objects.filter(scope=scope_hash(partition_lexeme), lexeme=champion) \
             .order_by("-impact").values("memory_id")[:CHAMPIONS]
         scored = _score(base.filter(pk__in=best), present, idfs, stats, limit)
         if len(scored) >= limit:

@@ -24,10 +24,10 @@ from django.utils import timezone
 
 from governance.pii_guard import redact_for
 from governance.services import promotion_block
-from memories.deletion import memory_bulk_delete
 from memories.models import ClosedSession, Memory, State
-from memories.scoping import resolve_identifiers
-from memories.services import MemoryInput, memory_bulk_add
+from memories.retrieval.partition import resolve_identifiers
+from memories.services.deletion import memory_bulk_delete
+from memories.services.memory import MemoryInput, memory_bulk_add
 from memory_project.errors import InvalidInput, MemoryNotFound, NotFound, PolicyViolation
 from tenants.audit import audit_record, pseudonym
 from tenants.context import TenantContext

@@ -10,8 +10,8 @@ from django.db.models import F, FloatField
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from memories.lifecycle_config import lifecycle_section
 from memories.models import Memory
+from memories.services.lifecycle_config import lifecycle_section
 from memory_project.after_response import after_response
 from tenants.context import TenantContext
 from tenants.entry import run_in_scope

@@ -23,9 +23,9 @@ import tomllib
 from typing import Any
 
 from llm.budgets import validate_llm_settings
-from memories.lifecycle import VOLATILE_LAYERS, parse_period
-from memories.lifecycle_config import CHECKS
-from memories.recall import validate_weights
+from memories.retrieval.recall import validate_weights
+from memories.services.lifecycle import VOLATILE_LAYERS, parse_period
+from memories.services.lifecycle_config import CHECKS
 from memory_project.errors import InvalidInput
 from memory_project.validation import unstorable_text
 from tenants.context import TenantContext
@@ -58,7 +58,7 @@ def validate_settings_patch(patch: Any) -> dict[str, Any]:
 
     Raises:
         InvalidInput: unknown sections or keys, a threshold outside [0, 1], weights that
-            :func:`memories.recall.validate_weights` refuses, a half-life that is not > 0.
+            :func:`memories.retrieval.recall.validate_weights` refuses, a half-life that is not > 0.
     """
     if not isinstance(patch, dict):
         raise InvalidInput("settings must be an object.")
@@ -145,8 +145,8 @@ def weights_from_toml(text: str, *, scope: str | None = None) -> dict[str, dict[
 
 
 def validate_lifecycle(lifecycle: dict[str, Any]) -> None:
-    """Check the ``lifecycle`` section (shapes in ``memories.lifecycle_config`` and
-    ``memories.lifecycle``). A sub-section given replaces the stored one whole.
+    """Check the ``lifecycle`` section (shapes in ``memories.services.lifecycle_config`` and
+    ``memories.services.lifecycle``). A sub-section given replaces the stored one whole.
 
     Raises:
         InvalidInput: an unknown key or a value out of range, naming it.

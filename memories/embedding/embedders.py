@@ -26,7 +26,7 @@ from cachetools import LRUCache
 from django.conf import settings
 from django.core.cache import cache
 
-from memories.embedding_http import configured_embedder
+from memories.embedding.http import configured_embedder
 from memory_project.errors import EmbeddingFailed, MemoryServiceError
 from memory_project.metrics import EMBEDDING_CACHE
 from memory_project.resilience import EMBEDDING, REDIS, call_guarded, mark_degraded

@@ -76,7 +76,7 @@ def layer_queryset(
                                  **columns)
 
 
-def scope_lexeme(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifiers) -> str:
+def partition_lexeme(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifiers) -> str:
     """The ``scope_key`` lexeme of ``layer``'s rows for ``identifiers`` (already resolved):
     ``'s' + sha256(tenant, layer, the layer's required identifiers)`` in hex, joined by
     ``chr(31)``, as the SQL function ``memory_scope_key`` computes it (migration
@@ -90,18 +90,18 @@ def scope_lexeme(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifie
     return "s" + hashlib.sha256(raw.encode()).hexdigest()
 
 
-def keyword_scope(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifiers) -> Q:
-    """``scope_key`` matches :func:`scope_lexeme`: AND-ed to a keyword query's term, the
+def keyword_partition(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifiers) -> Q:
+    """``scope_key`` matches :func:`partition_lexeme`: AND-ed to a keyword query's term, the
     ``mem_keyword_gin`` index finds the scope's memories holding the term in one scan (with
     ``tenant_id`` alone, PostgreSQL intersected the term's index entries with the tenant's
     ~100k btree entries, ~20 ms on every keyword query of the 100k bench tenant). It narrows
     :func:`layer_queryset`, whose column filters stay.
     """
-    return scope_key_is(scope_lexeme(tenant_id, layer, identifiers))
+    return partition_is(partition_lexeme(tenant_id, layer, identifiers))
 
 
-def scope_key_is(lexeme: str) -> Q:
-    """:func:`keyword_scope` for an already computed :func:`scope_lexeme`."""
+def partition_is(lexeme: str) -> Q:
+    """:func:`keyword_partition` for an already computed :func:`partition_lexeme`."""
     return Q(scope_key=SearchQuery(lexeme, search_type="raw", config="simple"))
 
 

@@ -3,8 +3,8 @@
 Per layer the caller can reach:
 
 - semantic: pgvector cosine distance over the HNSW index, top ``limit``, cosine similarity
-  ≥ ``threshold`` (default 0.7, seed 001); see ``memories.semantic``.
-- keyword: Okapi BM25 over the generated ``search_vector`` (see ``memories.keyword``).
+  ≥ ``threshold`` (default 0.7, seed 001); see ``memories.retrieval.semantic``.
+- keyword: Okapi BM25 over the generated ``search_vector`` (see ``memories.retrieval.keyword``).
 - hybrid (default): Reciprocal Rank Fusion of the two lists, ``Σ 1/(k + rank)`` with
   ``k = 60``; a memory missing from a list takes rank ``limit + 1`` there (seed 002; Cormack,
   Clarke & Büttcher, SIGIR 2009). The threshold applies to the semantic list only: a keyword
@@ -31,21 +31,21 @@ from django.db.models import Q, QuerySet
 from pgvector.django import CosineDistance
 
 from governance.services import filter_results
-from memories.activity import activity_record
-from memories.concurrency import run_concurrently
-from memories.embeddings import embed_query
-from memories.filters import MetadataFilter
-from memories.keyword import bm25
+from memories.embedding.embedders import embed_query
 from memories.models import UNSERVED_COLUMNS, Kind, Memory
 from memories.restrictions import allowed_layers_of, check_layer
-from memories.scoping import (
+from memories.retrieval.concurrency import run_concurrently
+from memories.retrieval.filters import MetadataFilter
+from memories.retrieval.keyword import bm25
+from memories.retrieval.partition import (
     layer_queryset,
+    partition_is,
+    partition_lexeme,
     populated_layers,
     resolve_identifiers,
-    scope_key_is,
-    scope_lexeme,
 )
-from memories.semantic import semantic_list
+from memories.retrieval.semantic import semantic_list
+from memories.selectors.activity import activity_record
 from memories.telemetry import results_observed
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput, QueryTooLong
@@ -87,7 +87,7 @@ class SearchRequest:
 
 
 @dataclass
-class Candidate:
+class SearchHit:
     """One memory with the parts of its score."""
 
     memory: Memory
@@ -104,7 +104,7 @@ class Candidate:
 class SearchResult:
     """Seed 001 ``SearchMemoryOutput``: results in precedence-then-score order."""
 
-    results: list[Candidate]
+    results: list[SearchHit]
     total_count: int
     searched_layers: list[Layer]
     #: Where the time went, in milliseconds: ``embedding``, ``ranking`` (the per-layer SQL),
@@ -150,8 +150,8 @@ def scope_filter(scope: str | None) -> Q:
 
 
 def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None,
-             scope_lexeme: str) -> list[Memory]:
-    scored = bm25(base, query, limit, scope_lexeme=scope_lexeme)
+             partition_lexeme: str) -> list[Memory]:
+    scored = bm25(base, query, limit, partition_lexeme=partition_lexeme)
     rows_qs = base.defer(*UNSERVED_COLUMNS).filter(pk__in=[pk for pk, _ in scored])
     if vector is not None:
         rows_qs = rows_qs.annotate(distance=CosineDistance("embedding", vector))
@@ -166,14 +166,14 @@ def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray 
 
 
 def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
-          semantic: list[Memory], keyword: list[Memory]) -> list[Candidate]:
+          semantic: list[Memory], keyword: list[Memory]) -> list[SearchHit]:
     """One layer's candidates from its two lists, scored for ``mode`` (RRF for hybrid)."""
-    by_id: dict[Any, Candidate] = {}
+    by_id: dict[Any, SearchHit] = {}
     for rank, memory in enumerate(semantic, start=1):
-        by_id[memory.pk] = Candidate(memory, layer, similarity=1.0 - float(memory.distance),
+        by_id[memory.pk] = SearchHit(memory, layer, similarity=1.0 - float(memory.distance),
                                      semantic_rank=rank)
     for rank, memory in enumerate(keyword, start=1):
-        cand = by_id.setdefault(memory.pk, Candidate(memory, layer))
+        cand = by_id.setdefault(memory.pk, SearchHit(memory, layer))
         cand.keyword_score = float(memory.keyword_score)
         cand.keyword_rank = rank
     missing = limit + 1
@@ -193,11 +193,11 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
 
 
 def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarray | None,
-               threshold: float, scope_lexeme: str,
+               threshold: float, partition_lexeme: str,
                ) -> tuple[Callable[[], list[Memory]] | None, Callable[[], list[Memory]] | None]:
     """A layer's semantic and keyword lists, as two independent jobs; ``None`` where the
-    mode has no such list (no job is started for it). ``scope_lexeme``: the layer scope's
-    lexeme (``scoping.scope_lexeme``): the keyword list narrows ``base`` by it (one GIN scan
+    mode has no such list (no job is started for it). ``partition_lexeme``: the layer scope's
+    lexeme (``scoping.partition_lexeme``): the keyword list narrows ``base`` by it (one GIN scan
     per term) and reads its postings."""
     mode, limit = request.mode, request.limit
     semantic: Callable[[], list[Memory]] | None = None
@@ -205,23 +205,23 @@ def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarra
     if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
         semantic = partial(semantic_list, base, vector, limit, threshold)
     if mode in (Mode.KEYWORD, Mode.HYBRID):
-        keyword = partial(_keyword, base.filter(scope_key_is(scope_lexeme)), request.query,
-                          limit, vector, scope_lexeme)
+        keyword = partial(_keyword, base.filter(partition_is(partition_lexeme)), request.query,
+                          limit, vector, partition_lexeme)
     return semantic, keyword
 
 
 def _layer_candidates(
     base: QuerySet[Memory], layer: Layer, request: SearchRequest,
-    vector: np.ndarray | None, threshold: float, scope_lexeme: str,
-) -> list[Candidate]:
-    """One layer's candidates, its two lists ranked one after the other (``scope_lexeme`` as
+    vector: np.ndarray | None, threshold: float, partition_lexeme: str,
+) -> list[SearchHit]:
+    """One layer's candidates, its two lists ranked one after the other (``partition_lexeme`` as
     in :func:`_list_jobs`)."""
     lists = [job() if job else []
-             for job in _list_jobs(base, request, vector, threshold, scope_lexeme)]
+             for job in _list_jobs(base, request, vector, threshold, partition_lexeme)]
     return _fuse(layer, request.mode, request.limit, vector, *lists)
 
 
-def _order_within_layer(cand: Candidate) -> tuple[float, float, str]:
+def _order_within_layer(cand: SearchHit) -> tuple[float, float, str]:
     created = cand.memory.created_at.timestamp()
     return (-cand.score, -created, str(cand.memory.pk))
 
@@ -233,7 +233,7 @@ WHERE a.id = ANY(%s) AND b.id = ANY(%s) AND a.layer <> b.layer
 """
 
 
-def near_duplicates(candidates: list[Candidate]) -> set[frozenset[Any]]:
+def near_duplicates(candidates: list[SearchHit]) -> set[frozenset[Any]]:
     """Pairs of candidates from different layers whose cosine similarity is ≥ 0.95
     (computed in PostgreSQL, so no vector leaves the database)."""
     if len({c.layer for c in candidates}) < 2:
@@ -244,12 +244,12 @@ def near_duplicates(candidates: list[Candidate]) -> set[frozenset[Any]]:
         return {frozenset(row) for row in cursor.fetchall()}
 
 
-def merge_by_precedence(candidates: list[Candidate]) -> list[Candidate]:
+def merge_by_precedence(candidates: list[SearchHit]) -> list[SearchHit]:
     """Sort by layer precedence then score, and drop near-duplicates (cosine ≥ 0.95) of a
     result already kept from a higher-precedence layer (seed 001 ``mergeSearchResults``)."""
     ordered = sorted(candidates, key=lambda c: (PRECEDENCE[c.layer], *_order_within_layer(c)))
     pairs = near_duplicates(ordered)
-    kept: list[Candidate] = []
+    kept: list[SearchHit] = []
     for cand in ordered:
         if pairs and any(frozenset((cand.memory.pk, k.memory.pk)) in pairs for k in kept):
             continue
@@ -262,7 +262,7 @@ def memory_search(ctx: TenantContext, request: SearchRequest, *, concurrent: boo
     """Search the layers the identifiers grant (or ``request.layers``) in ``ctx``'s tenant.
 
     ``concurrent``: run the per-layer queries at the same time, each in its own transaction
-    (``memories.concurrency``); only for callers with no uncommitted writes to see.
+    (``memories.retrieval.concurrency``); only for callers with no uncommitted writes to see.
 
     Returns:
         The first ``limit`` results once merged by precedence then score (seed 001
@@ -326,10 +326,10 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
             continue
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
         planned.extend(_list_jobs(scoped, request, vector, threshold,
-                                  scope_lexeme(ctx.tenant_id, layer, identifiers)))
+                                  partition_lexeme(ctx.tenant_id, layer, identifiers)))
     done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
     lists = [next(done) if job else [] for job in planned]
-    candidates: list[Candidate] = []
+    candidates: list[SearchHit] = []
     total = 0
     for index, (layer, _) in enumerate(bases):
         found = _fuse(layer, request.mode, request.limit, vector,

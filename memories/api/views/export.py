@@ -13,10 +13,10 @@ from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 from rest_framework.views import APIView
 
-from memories import selectors
 from memories.api.params import bool_param, only_params
-from memories.api.serializers import MemorySerializer
+from memories.api.serializers.memories import MemorySerializer
 from memories.provider import get_provider
+from memories.selectors import memory as selectors
 from tenants.audit import audit_record
 from tenants.context import TenantContext, require_context
 
@@ -40,7 +40,7 @@ class ExportView(APIView):
     ``application/x-ndjson``, one memory per line in the shape of ``MemorySerializer``, in id
     (creation) order; soft-deleted memories only with ``?includeDeleted=true``. Streamed: the
     rows are read in chunks, each in a short transaction of its own inside the tenant's
-    scope (:func:`memories.selectors.memory_export_chunks`), because the generator runs after
+    scope (:func:`memories.selectors.memory.memory_export_chunks`), because the generator runs after
     the request's transaction and scope have ended. Needs the admin role; audited.
     """
 

@@ -15,7 +15,7 @@ Shape (``tenant.settings["lifecycle"]``, JSON, camelCase; every key optional)::
 
 A value of the wrong type or out of range falls back to its default (and is logged): a bad
 setting must not turn every read into an error. ``sessionCleanup`` and
-``promotionTargetLayer`` belong to ``memories.lifecycle``.
+``promotionTargetLayer`` belong to ``memories.services.lifecycle``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import time
 
 from django.conf import settings
 
-from memories.embeddings import get_embedder
+from memories.embedding.embedders import get_embedder
 
 #: How long a successful model probe stands: /ready is open to anyone, and must not make the
 #: model (or a paid provider) run on every call.

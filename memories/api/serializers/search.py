@@ -7,15 +7,15 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from memories.api.serializers import (
+from memories.api.serializers.memories import (
     IdentifiersField,
     LayerField,
     MemorySerializer,
     _finite,
 )
-from memories.filters import OPERATORS, MetadataFilter
-from memories.recall import Recalled, RecallRequest
-from memories.search import MAX_LIMIT, Candidate, Mode, SearchRequest
+from memories.retrieval.filters import OPERATORS, MetadataFilter
+from memories.retrieval.recall import Recalled, RecallRequest
+from memories.retrieval.search import MAX_LIMIT, Mode, SearchHit, SearchRequest
 from memory_project.errors import InvalidInput
 from memory_project.validation import JSON_OBJECT
 from tenants.layers import LayerIdentifiers
@@ -113,7 +113,7 @@ class RecallRequestSerializer(_RetrievalSerializer):
         return RecallRequest(topic=topic, min_confidence=data.get("minConfidence"), **common)
 
 
-def search_results(found: list[Candidate]) -> list[dict[str, Any]]:
+def search_results(found: list[SearchHit]) -> list[dict[str, Any]]:
     """Search results: each memory, its score, layer and the parts of the score (the
     memories serialized together: DRF builds a serializer's fields once per list)."""
     memories = MemorySerializer([c.memory for c in found], many=True).data

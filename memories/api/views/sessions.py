@@ -8,8 +8,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memories.api.serializers import IdentifiersField
-from memories.lifecycle import session_close
+from memories.api.serializers.memories import IdentifiersField
+from memories.services.lifecycle import session_close
 from memory_project.errors import InvalidInput
 from tenants.context import require_context
 from tenants.layers import LayerIdentifiers
