@@ -24,17 +24,17 @@ from memory_project.errors import (
 )
 from tenants.audit import audit_record, parse_uuid
 from tenants.config_cache import cached
-from tenants.context import TenantContext, require_context
+from tenants.context import TenantContext
 from tenants.layers import Layer
 
 logger = logging.getLogger(__name__)
 
 
 def policies_in_force(ctx: TenantContext) -> list[Policy]:
-    """The tenant's enabled policies, by name (``tenants.config_cache``: one version lookup
-    while the tenant's configuration is unchanged; a bulk write reads them once)."""
-    # Keyed by the tenant in scope: the manager reads that tenant's rows.
-    return cached(require_context().tenant_id, "policies", None,
+    """``ctx``'s tenant's enabled policies, by name (``tenants.config_cache``: one version
+    lookup while the tenant's configuration is unchanged; a bulk write reads them once).
+    ``ctx`` must be the context in scope, whose rows the manager reads."""
+    return cached(ctx.tenant_id, "policies", None,
                   lambda: list(Policy.objects.filter(enabled=True).order_by("name")))
 
 

@@ -8,7 +8,7 @@ costs next to nothing. ``OTEL_SDK_DISABLED=true`` also turns it off. The service
 comes from ``OTEL_SERVICE_NAME`` (default ``memory-service``); the batch processor reads
 ``OTEL_BSP_*``.
 
-Spans (see ``memory_project.instrumentation``): one per API operation
+Spans (see ``memory_project.observability``): one per API operation
 (``memory.add``, ``memory.search``, ...), with children for every SQL statement
 (``db.query``) and every embedding step (``memory.embed``).
 """

@@ -8,6 +8,7 @@ import secrets
 import string
 import threading
 from datetime import datetime, timedelta
+from typing import Any
 
 from cachetools import TTLCache
 from django.db import transaction
@@ -271,17 +272,51 @@ def _check_addressable(external_id: str, field: str, *, operation: str) -> None:
                            details={"field": field})
 
 
+#: The hierarchy's levels: name, the identifier that names a node, the parent level's model
+#: and field, and whether a parent is required (a team needs its org; a project may stand
+#: alone).
+_LEVELS: dict[type[Any], tuple[str, str, type[Any] | None, str, bool]] = {
+    Organization: ("org", "orgId", None, "", False),
+    Team: ("team", "teamId", Organization, "org", True),
+    Project: ("project", "projectId", Team, "team", False),
+}
+
+
+def _hierarchy_create(ctx: TenantContext, model: type[Any], *, external_id: str, name: str,
+                      parent_id: str | None) -> Any:
+    """Create an org, team or project of ``ctx``'s tenant (see :data:`_LEVELS`), under the
+    parent level's node ``parent_id`` when one is given.
+
+    Raises:
+        InvalidInput: ``external_id`` cannot be stored or addressed, or the parent is unknown.
+        AlreadyExists: ``external_id`` is taken in this tenant (409).
+    """
+    level, field, parent_model, parent_attr, parent_required = _LEVELS[model]
+    operation = f"{level}.create"
+    _check_addressable(external_id, field, operation=operation)
+    parent = None
+    if parent_model is not None and (parent_id or parent_required):
+        parent = parent_model.objects.filter(external_id=parent_id).first()
+        if parent is None:
+            raise InvalidInput(f"Unknown {_LEVELS[parent_model][1]} {parent_id!r}.",
+                               operation=operation)
+    if model.objects.filter(external_id=external_id).exists():
+        raise AlreadyExists(f"{field} {external_id!r} exists.", operation=operation)
+    extra = {parent_attr: parent} if parent_attr else {}
+    return model.objects.create(tenant_id=ctx.tenant_id, external_id=external_id, name=name,
+                                **extra)
+
+
 @transaction.atomic
 def org_create(ctx: TenantContext, *, external_id: str, name: str = "") -> Organization:
     """Create an organisation in ``ctx``'s tenant.
 
     Raises:
-        InvalidInput: the ``external_id`` is taken in this tenant.
+        InvalidInput: the ``external_id`` cannot be stored. AlreadyExists: it is taken (409).
     """
-    _check_addressable(external_id, "orgId", operation="org.create")
-    if Organization.objects.filter(external_id=external_id).exists():
-        raise AlreadyExists(f"orgId {external_id!r} exists.", operation="org.create")
-    return Organization.objects.create(tenant_id=ctx.tenant_id, external_id=external_id, name=name)
+    org: Organization = _hierarchy_create(ctx, Organization, external_id=external_id,
+                                          name=name, parent_id=None)
+    return org
 
 
 @transaction.atomic
@@ -289,17 +324,11 @@ def team_create(ctx: TenantContext, *, external_id: str, org_id: str, name: str 
     """Create a team under the organisation whose ``orgId`` is ``org_id``.
 
     Raises:
-        InvalidInput: the team's ``external_id`` is taken, or the org does not exist.
+        InvalidInput: the org does not exist. AlreadyExists: the ``external_id`` is taken.
     """
-    _check_addressable(external_id, "teamId", operation="team.create")
-    org = Organization.objects.filter(external_id=org_id).first()
-    if org is None:
-        raise InvalidInput(f"Unknown orgId {org_id!r}.", operation="team.create")
-    if Team.objects.filter(external_id=external_id).exists():
-        raise AlreadyExists(f"teamId {external_id!r} exists.", operation="team.create")
-    return Team.objects.create(
-        tenant_id=ctx.tenant_id, org=org, external_id=external_id, name=name
-    )
+    team: Team = _hierarchy_create(ctx, Team, external_id=external_id, name=name,
+                                   parent_id=org_id)
+    return team
 
 
 @transaction.atomic
@@ -309,19 +338,11 @@ def project_create(
     """Create a project, optionally under the team whose ``teamId`` is ``team_id``.
 
     Raises:
-        InvalidInput: the project's ``external_id`` is taken, or the team does not exist.
+        InvalidInput: the team does not exist. AlreadyExists: the ``external_id`` is taken.
     """
-    _check_addressable(external_id, "projectId", operation="project.create")
-    team = None
-    if team_id:
-        team = Team.objects.filter(external_id=team_id).first()
-        if team is None:
-            raise InvalidInput(f"Unknown teamId {team_id!r}.", operation="project.create")
-    if Project.objects.filter(external_id=external_id).exists():
-        raise AlreadyExists(f"projectId {external_id!r} exists.", operation="project.create")
-    return Project.objects.create(
-        tenant_id=ctx.tenant_id, team=team, external_id=external_id, name=name
-    )
+    project: Project = _hierarchy_create(ctx, Project, external_id=external_id, name=name,
+                                         parent_id=team_id)
+    return project
 
 
 @transaction.atomic

@@ -1,5 +1,5 @@
 """A search skips the lists of layers holding no memory of the caller's scope
-(``scoping.populated_layers``) and answers exactly as if it had searched them."""
+(``partition.populated_layers``) and answers exactly as if it had searched them."""
 
 from __future__ import annotations
 

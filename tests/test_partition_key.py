@@ -1,5 +1,5 @@
 """``scope_key``: the lexeme PostgreSQL stores per memory (``memory_scope_key``) equals the one
-Python computes for the same layer scope (``scoping.partition_lexeme``), for every layer, and
+Python computes for the same layer scope (``partition.partition_lexeme``), for every layer, and
 differs between scopes and tenants."""
 
 from __future__ import annotations

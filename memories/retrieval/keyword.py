@@ -8,10 +8,9 @@ selective terms (GIN index). Term frequencies come from the tsvector positions, 
 generated ``term_frequencies`` column. Document frequencies are
 counted per scope and term with the GIN index and cached for two minutes.
 
-Callers pass a scope narrowed by ``scoping.keyword_partition``: the GIN index ``mem_keyword_gin``
-covers ``search_vector`` and the row's ``scope_key`` lexeme, so "term AND scope" is one index
-scan. On the 100k bench tenant that took a query holding a 990-memory term from ~25 to ~7 ms
-(the tenant's 100k btree entries are no longer intersected with the term's).
+Callers pass a queryset narrowed by ``partition.keyword_partition``: the GIN index
+``mem_keyword_gin`` covers ``search_vector`` and the row's ``scope_key`` lexeme, so "term AND
+partition" is one index scan (figures: ``docs/performance.md``).
 
 A query whose selective terms come down to one term held by thousands of the scope's memories
 (on the 100k bench, "What has Melanie painted?": ``paint`` in 12.7k) ranks that term's best
@@ -197,7 +196,7 @@ def candidate_queries(stats: PartitionStats, present: list[str]) -> list[str]:
 
 
 def scope_hash(lexeme: str) -> int:
-    """``memories_termimpact.scope`` of a scope lexeme (``scoping.partition_lexeme``): its first
+    """``memories_termimpact.scope`` of a scope lexeme (``partition.partition_lexeme``): its first
     16 hex digits as a signed 64-bit integer, as the SQL function ``memory_scope_hash``
     computes it (migration 0012)."""
     value = int(lexeme[1:17], 16)

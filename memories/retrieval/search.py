@@ -197,7 +197,7 @@ def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarra
                ) -> tuple[Callable[[], list[Memory]] | None, Callable[[], list[Memory]] | None]:
     """A layer's semantic and keyword lists, as two independent jobs; ``None`` where the
     mode has no such list (no job is started for it). ``partition_lexeme``: the layer scope's
-    lexeme (``scoping.partition_lexeme``): the keyword list narrows ``base`` by it (one GIN scan
+    lexeme (``partition.partition_lexeme``): the keyword list narrows ``base`` by it (one GIN scan
     per term) and reads its postings."""
     mode, limit = request.mode, request.limit
     semantic: Callable[[], list[Memory]] | None = None
