@@ -43,7 +43,7 @@ test-quick: venv $(VECTOR_EXTRAS)
 
 # Schemathesis with many more examples per operation than `make test` runs (minutes).
 fuzz: venv
-	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-100} $(PY) -m pytest tests/test_api_fuzz.py -p no:cacheprovider
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-100} $(PY) -m pytest tests/memory_project/test_api_fuzz.py -p no:cacheprovider
 
 # ruff; the floors (import-linter contracts in pyproject.toml); mypy with django-stubs on the
 # apps; no model change without its migration.

@@ -98,7 +98,7 @@ def owner_flushes() -> Iterator[None]:
 def _search_in_one_transaction(settings: Any) -> None:
     """Concurrent search jobs run on their own connections, which cannot see a test's
     uncommitted rows: tests search in the test's transaction unless they turn it on
-    (``tests/test_search_concurrency.py``, with committed data). Likewise, work deferred
+    (``tests/memories/test_search_concurrency.py``, with committed data). Likewise, work deferred
     until after a response runs in the request's thread, so tests see it at once."""
     settings.MEMORY_SEARCH_THREADS = 0
     settings.AFTER_RESPONSE_IN_BACKGROUND = False

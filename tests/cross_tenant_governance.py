@@ -1,5 +1,5 @@
 """Cross-tenant cases of the governance and session routes, registered into
-``tests.test_cross_tenant``'s table (imported at the end of that module)."""
+``tests.tenants.test_cross_tenant``'s table (imported at the end of that module)."""
 
 from __future__ import annotations
 

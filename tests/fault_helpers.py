@@ -81,7 +81,7 @@ def stale_tenant(django_db_blocker: Any, name: str, texts: list[str]
     from tenants import services as tenant_services
     from tenants.context import tenant_scope
     from tenants.layers import LayerIdentifiers
-    from tests.test_celery_worker import _delete_tenant
+    from tests.memory_project.test_celery_worker import _delete_tenant
 
     with django_db_blocker.unblock():
         tenant = tenant_services.tenant_create(name=f"{name} {time.time_ns()}")

@@ -5,7 +5,7 @@ and a list first deep-copies the declared fields. For the ten memories of a sear
 took 3.4 ms on the bench machine (in-process, ``MemorySerializer(…, many=True).data`` on the
 bench tenant), a tenth of a whole REST search; this builds the same dictionaries in 0.7 ms.
 The serializer still declares every field (schema, documentation), and
-``tests/test_memory_representation.py`` checks that this output equals DRF's field-by-field
+``tests/memories/test_memory_representation.py`` checks that this output equals DRF's field-by-field
 rendering for memories with every optional part set and unset. DRF documents overriding
 ``to_representation`` for this ("Serializers", "Overriding serialization and
 deserialization behavior").

@@ -56,7 +56,7 @@ def test_jobs_queued_while_redis_is_down_run_once_it_is_back(
     from jobs.services import job_enqueue
     from memories.models import Memory
     from tenants.context import tenant_scope
-    from tests.test_celery_worker import _env
+    from tests.memory_project.test_celery_worker import _env
 
     redis_server = own_broker
     ctx, ids = stale_memories["ctx"], stale_memories["ids"]

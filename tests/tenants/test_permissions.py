@@ -13,7 +13,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from tenants.permissions import PERMISSIONS, ROLE_GRANTS, Role, markdown_table
 from tests.helpers import body, new_key
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 MISSING = str(uuid.uuid4())
 
 #: How to call each operation: (method, url, JSON body). Ids name nothing, so an allowed call

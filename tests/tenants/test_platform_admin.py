@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from tenants.context import dangerously_cross_tenant, tenant_scope
 from tenants.models import ApiKey, Tenant
 from tests.helpers import assert_error, body
-from tests.test_jobs_outbox import broker_down, enqueue, queue  # noqa: F401 (fixtures)
+from tests.jobs.test_jobs_outbox import broker_down, enqueue, queue  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db(transaction=True,
                                    databases=["default", "owner", "platform"])

@@ -13,7 +13,7 @@ from django.test import Client
 
 from tests.console_helpers import PASSWORD, console_user, platform_admin
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
 
 @pytest.mark.parametrize("login_url", ["/console/login/", "/admin/login/"])

@@ -8,7 +8,7 @@ every wait bounded):
   write is present afterwards.
 
 Each test prints its figures (writes acknowledged vs found, statuses seen). Jobs queued during
-a Redis outage: ``tests/test_fault_queue.py``.
+a Redis outage: ``tests/jobs/test_fault_queue.py``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from tests.helpers import wait_for
 pytestmark = pytest.mark.slow
 
 M = "/api/v1/memories"
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 # --- Redis ---------------------------------------------------------------------------------

@@ -41,9 +41,10 @@ if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
 
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
-pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "owner"])
+pytestmark = [pytest.mark.slow,
+              pytest.mark.django_db(transaction=True, databases=["default", "owner"])]
 
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 TIMEOUT_MS = 20_000
 
 

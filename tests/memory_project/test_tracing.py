@@ -29,7 +29,7 @@ class _Switch(Sampler):
         return (ALWAYS_ON if self.on else ALWAYS_OFF).should_sample(*args, **kwargs)
 
     def get_description(self) -> str:
-        return "tests.test_tracing switch"
+        return "tests.memory_project.test_tracing switch"
 
 
 _SWITCH = _Switch()

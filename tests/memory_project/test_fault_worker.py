@@ -84,7 +84,7 @@ def test_worker_killed_mid_task(stale_memories: dict[str, Any], django_db_blocke
     from memories.models import Memory
     from memories.tasks import memory_reembed
     from tenants.context import tenant_scope
-    from tests.test_celery_worker import _env
+    from tests.memory_project.test_celery_worker import _env
 
     queue = f"faults-{time.time_ns()}"
     env = {**_env(), "CELERY_VISIBILITY_TIMEOUT_SECONDS": "2", "EMBEDDING_TORCH_THREADS": "1"}

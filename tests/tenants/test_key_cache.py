@@ -55,7 +55,7 @@ def test_its_last_use_does_not_evict_it(tenant_a) -> None:
     "UPDATE tenants_apikey SET revoked_at = now()",
     "DELETE FROM tenants_apikey",
     "UPDATE tenants_apikey SET expires_at = now() - interval '1 second'",
-])  # deactivating the tenant is platform staff's: tests/test_platform_admin.py
+])  # deactivating the tenant is platform staff's: tests/tenants/test_platform_admin.py
 def test_a_change_in_plain_sql_refuses_the_cached_key(tenant_a, change: str) -> None:
     assert get(tenant_a).status_code == 200
     assert sql(tenant_a, change) == 1

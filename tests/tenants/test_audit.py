@@ -110,7 +110,7 @@ def attempt(tenant: Any, method: str, memory_id: str) -> Any:
 @pytest.mark.parametrize("method", ["get", "patch", "delete"])
 def test_a_cross_tenant_attempt_leaves_no_trace_the_prober_can_read(tenant_a, tenant_b,
                                                                      method) -> None:
-    """The attempt goes to the platform's security log (tests/test_platform_role.py), which
+    """The attempt goes to the platform's security log (tests/tenants/test_platform_role.py), which
     no tenant reads: an entry in the prober's own audit log would tell it that the id
     exists elsewhere."""
     secret = tenant_a.add("Acme launches project Falcon in May")

@@ -125,7 +125,7 @@ def test_another_tenants_object_under_my_tenant_answers_like_a_missing_one(world
         assert got_foreign.status_code == got_missing.status_code == 404, url_foreign
         assert without_csrf(got_foreign) == without_csrf(got_missing), url_foreign
     # The probe goes to the platform's security log, never to the prober's audit log
-    # (tests/test_platform_role.py).
+    # (tests/tenants/test_platform_role.py).
     assert not [a for a in audit_actions(world.a) if a[0] == "cross_tenant_access_attempt"]
 
 
