@@ -13,6 +13,7 @@ from governance.models import Policy, ReviewItem
 from memories.models import Memory
 from tenants.context import tenant_scope
 from tenants.models import AuditEntry
+from tests.contract import TenantApiContract
 from tests.helpers import assert_error, body, new_key, snapshot
 from tests.retrieval_helpers import searched
 
@@ -342,3 +343,12 @@ def test_approving_a_policy_hit_stores_the_write_redacted(tenant_a) -> None:
     assert stored["content"] == "[DENIED] contact [REDACTED_EMAIL]" == item["preview"]
     assert (stored["layer"], stored["metadata"]) == ("user", {"k": 1})
     assert stored["identifiers"]["userId"] == "u1"
+
+
+class TestGovernanceApiContract(TenantApiContract):
+    """The tenant API contract (``tests.contract``) for this module's endpoints."""
+
+    operations = (
+        'policy.list', 'policy.get', 'policy.create', 'policy.update', 'policy.delete',
+        'policy.try', 'review.list', 'review.get', 'review.approve', 'review.reject',
+    )

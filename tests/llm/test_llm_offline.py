@@ -22,6 +22,7 @@ from memory_project.breaker import CircuitBreaker
 from memory_project.errors import ConfigurationError, InvalidInput
 from memory_project.management.commands.run_stack import _serves_local_model
 from tenants.context import tenant_scope
+from tests.contract import TenantApiContract
 
 
 @pytest.mark.django_db
@@ -144,3 +145,9 @@ def test_run_stack_serves_the_local_model_only_when_nothing_else_is_configured(
     assert not _serves_local_model()
     settings.LLM_BASE_URL, settings.LLM_LOCAL_MODEL = "", "none"
     assert not _serves_local_model()
+
+
+class TestLlmUsageApiContract(TenantApiContract):
+    """The tenant API contract (``tests.contract``) for this module's endpoints."""
+
+    operations = ('llm.usage',)

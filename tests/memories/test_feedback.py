@@ -14,6 +14,7 @@ from memories.services import maintenance
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tenants.models import AuditEntry
+from tests.contract import TenantApiContract
 from tests.helpers import assert_error, body, memory_row
 from tests.retrieval_helpers import ids, recalled, reload, searched
 
@@ -194,3 +195,9 @@ def test_hard_delete_removes_the_feedback_of_an_erased_memory(tenant_a) -> None:
     assert feedback(tenant_a, [memory.pk], 1, query="private question").status_code == 200
     tenant_a.client.delete(f"{M}/{memory.pk}?hard=true")
     assert stored_feedback(tenant_a) == []
+
+
+class TestFeedbackApiContract(TenantApiContract):
+    """The tenant API contract (``tests.contract``) for this module's endpoints."""
+
+    operations = ('memory.feedback',)

@@ -10,6 +10,7 @@ import pytest
 from django.conf import settings
 
 from tenants.layers import REQUIRED, Layer
+from tests.contract import TenantApiContract
 from tests.helpers import assert_error, body, memory_row, snapshot
 
 pytestmark = pytest.mark.django_db
@@ -383,3 +384,14 @@ def test_it_resolves_team_and_org_from_a_registered_project(tenant_a) -> None:
 def test_it_needs_a_registered_project_to_reach_the_team_layer(tenant_a) -> None:
     response = add(tenant_a, "x", "team", identifiers={"projectId": "unregistered"})
     assert assert_error(response, 400, "MISSING_IDENTIFIER")["details"]["required"] == ["teamId"]
+
+
+class TestMemoryApiContract(TenantApiContract):
+    """The tenant API contract (``tests.contract``) for this module's endpoints."""
+
+    operations = (
+        'memory.add', 'memory.bulk_add', 'memory.get', 'memory.update', 'memory.delete',
+        'memory.delete_hard', 'memory.bulk_delete', 'memory.bulk_delete_hard',
+        'memory.list', 'memory.restore', 'memory.history', 'memory.erase',
+        'memory.export', 'capabilities.get',
+    )

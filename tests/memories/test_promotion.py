@@ -15,6 +15,7 @@ from memories.models import Memory, State
 from memories.services.lifecycle import sessions_cleanup
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
+from tests.contract import TenantApiContract
 from tests.helpers import assert_error, body, new_key
 
 pytestmark = pytest.mark.django_db
@@ -386,3 +387,9 @@ def test_it_scrubs_the_review_preview_when_the_memory_is_erased(tenant_a) -> Non
     with tenant_scope(tenant_a.ctx):
         item = ReviewItem.objects.get(memory_id=memory.pk)
     assert (item.preview, item.details) == ("", {"erased": True})
+
+
+class TestSessionCloseApiContract(TenantApiContract):
+    """The tenant API contract (``tests.contract``) for this module's endpoints."""
+
+    operations = ('session.close',)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from memories.retrieval.recall import DEFAULT_WEIGHTS
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
+from tests.contract import TenantApiContract
 from tests.helpers import assert_error, body
 from tests.retrieval_helpers import (
     SETTINGS_URL,
@@ -307,3 +308,9 @@ def test_it_refuses_bad_recall_input(tenant_a, change, code) -> None:
     payload = {k: v for k, v in payload.items() if v is not None}
     response = tenant_a.client.post("/api/v1/memories/recall", payload, format="json")
     assert_error(response, 400, code)
+
+
+class TestRecallApiContract(TenantApiContract):
+    """The tenant API contract (``tests.contract``) for this module's endpoints."""
+
+    operations = ('memory.recall',)

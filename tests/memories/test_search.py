@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from memories.embedding import embedders as embeddings
+from tests.contract import TenantApiContract
 from tests.helpers import assert_error, body
 from tests.retrieval_helpers import (
     RECALL_URL,
@@ -345,3 +346,9 @@ def test_a_repeated_query_does_not_call_the_model(tenant_a, counting_embedder) -
         "The user lives in Lisbon"]
     assert first["results"][0]["similarity"] == pytest.approx(
         second["results"][0]["similarity"], abs=1e-6)
+
+
+class TestSearchApiContract(TenantApiContract):
+    """The tenant API contract (``tests.contract``) for this module's endpoints."""
+
+    operations = ('memory.search',)

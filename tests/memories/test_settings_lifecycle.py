@@ -7,6 +7,7 @@ import pytest
 from memories.services.lifecycle import lifecycle_settings
 from memories.services.lifecycle_config import lifecycle_section
 from tenants.context import tenant_scope
+from tests.contract import TenantApiContract
 from tests.helpers import assert_error
 
 pytestmark = pytest.mark.django_db
@@ -43,3 +44,9 @@ def test_it_refuses_invalid_lifecycle_settings(tenant_a, lifecycle) -> None:
     assert_error(tenant_a.client.patch(URL, {"lifecycle": lifecycle}, format="json"), 400,
                  "INVALID_INPUT")
     assert tenant_a.client.get(URL).json() == before
+
+
+class TestSettingsApiContract(TenantApiContract):
+    """The tenant API contract (``tests.contract``) for this module's endpoints."""
+
+    operations = ('settings.get', 'settings.update',)

@@ -15,6 +15,7 @@ from uuid6 import uuid7
 from tenants import services as tenant_services
 from tenants.context import tenant_scope
 from tenants.models import AuditEntry
+from tests.contract import TenantApiContract
 from tests.helpers import assert_error, body
 
 pytestmark = pytest.mark.django_db
@@ -181,3 +182,9 @@ def test_the_app_role_can_append_and_read(tenant_a) -> None:
             "VALUES (%s, %s, clock_timestamp(), 'sql', 'appended', '', '', '{}'::jsonb)",
             [str(uuid7()), str(tenant_a.tenant.pk)])
     assert actions(tenant_a)[0] == "appended"
+
+
+class TestAuditApiContract(TenantApiContract):
+    """The tenant API contract (``tests.contract``) for this module's endpoints."""
+
+    operations = ('audit.list',)

@@ -3,90 +3,26 @@ enforced on every route for every persona: admin, writer, reviewer, reader, rest
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tenants.permissions import PERMISSIONS, ROLE_GRANTS, Role, markdown_table
+from tenants.permissions import PERMISSIONS, markdown_table
+from tests.contract import (
+    CALLS,
+    PERSONAS,
+    call,
+    declared_operations,
+    expected,
+    missing_tokens,
+    refused,
+)
 from tests.helpers import body, new_key
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-MISSING = str(uuid.uuid4())
-
-#: How to call each operation: (method, url, JSON body). Ids name nothing, so an allowed call
-#: gets past the permission check and then answers 404/400/200 — anything but the refusal.
-CALLS: dict[str, tuple[str, str, Any]] = {
-    "memory.add": ("post", "/api/v1/memories", {}),
-    "memory.bulk_add": ("post", "/api/v1/memories/bulk", {}),
-    "memory.get": ("get", f"/api/v1/memories/{MISSING}", None),
-    "memory.update": ("patch", f"/api/v1/memories/{MISSING}", {}),
-    "memory.delete": ("delete", f"/api/v1/memories/{MISSING}", None),
-    "memory.delete_hard": ("delete", f"/api/v1/memories/{MISSING}?hard=true", None),
-    "memory.bulk_delete": ("post", "/api/v1/memories/bulk-delete", {"ids": [MISSING]}),
-    "memory.bulk_delete_hard": ("post", "/api/v1/memories/bulk-delete",
-                                {"ids": [MISSING], "hard": True}),
-    "memory.list": ("get", "/api/v1/memories?layer=user&userId=u1", None),
-    "memory.search": ("post", "/api/v1/memories/search", {}),
-    "memory.recall": ("post", "/api/v1/memories/recall", {}),
-    "memory.restore": ("post", f"/api/v1/memories/{MISSING}/restore", {}),
-    "memory.history": ("get", f"/api/v1/memories/{MISSING}/history", None),
-    "memory.feedback": ("post", "/api/v1/memories/feedback", {}),
-    "memory.erase": ("delete", "/api/v1/memories?userId=nobody", None),
-    "memory.export": ("get", "/api/v1/export", None),
-    "session.close": ("post", "/api/v1/sessions/s-none/close",
-                      {"identifiers": {"userId": "u1"}}),
-    "capabilities.get": ("get", "/api/v1/capabilities", None),
-    "settings.get": ("get", "/api/v1/settings", None),
-    "settings.update": ("patch", "/api/v1/settings", {}),
-    "policy.list": ("get", "/api/v1/policies", None),
-    "policy.get": ("get", f"/api/v1/policies/{MISSING}", None),
-    "policy.create": ("post", "/api/v1/policies", {}),
-    "policy.update": ("patch", f"/api/v1/policies/{MISSING}", {}),
-    "policy.delete": ("delete", f"/api/v1/policies/{MISSING}", None),
-    "policy.try": ("post", "/api/v1/policies/try", {}),
-    "review.list": ("get", "/api/v1/reviews", None),
-    "review.get": ("get", f"/api/v1/reviews/{MISSING}", None),
-    "review.approve": ("post", f"/api/v1/reviews/{MISSING}/approve", {}),
-    "review.reject": ("post", f"/api/v1/reviews/{MISSING}/reject", {}),
-    "audit.list": ("get", "/api/v1/audit", None),
-    "llm.usage": ("get", "/api/v1/llm/usage", None),
-    **{f"{level}.{op}": call for level, path in (("org", "orgs"), ("team", "teams"),
-                                                  ("project", "projects"))
-       for op, call in {
-           "list": ("get", f"/api/v1/{path}", None),
-           "get": ("get", f"/api/v1/{path}/none", None),
-           "create": ("post", f"/api/v1/{path}", {}),
-           "delete": ("delete", f"/api/v1/{path}/none", None),
-       }.items()},
-}
-
-PERSONAS: dict[str, dict[str, Any]] = {
-    "admin": {"roles": ["admin"]},
-    "writer": {"roles": ["writer"]},
-    "reviewer": {"roles": ["reviewer"]},
-    "reader": {"roles": ["reader"]},
-    "restricted": {"roles": ["admin"], "allowed_layers": ["user", "session"],
-                   "pinned_identifiers": {"userId": "u1"}},
-}
-
-
-def expected(persona: str, operation: str) -> bool:
-    """What the table says ``persona`` may do (written out, not computed by the code under
-    test: the restricted persona holds the admin role)."""
-    rule = PERMISSIONS[operation][2]
-    role = Role("admin" if persona == "restricted" else persona)
-    return rule.access in ROLE_GRANTS[role] and (persona != "restricted" or rule.restricted)
-
-
-def refused(response: Any, operation: str) -> bool:
-    """The permission check's own refusal: 403 ``UNAUTHORIZED`` naming the operation."""
-    if response.status_code != 403:
-        return False
-    error = body(response)["error"]
-    return error["code"] == "UNAUTHORIZED" and error["details"].get("operation") == operation
+MISSING_TOKENS = missing_tokens()
 
 
 def _api_routes() -> list[tuple[Any, dict[str, str]]]:
@@ -125,13 +61,19 @@ def test_it_renders_the_table_in_the_readme() -> None:
     assert markdown_table() in README.read_text()
 
 
+def test_every_operation_is_declared_by_exactly_one_endpoint_contract() -> None:
+    declared = declared_operations()
+    assert set(declared) == set(PERMISSIONS), set(PERMISSIONS) ^ set(declared)
+    assert all(len(where) == 1 for where in declared.values()), {
+        op: where for op, where in declared.items() if len(where) > 1}
+
+
 @pytest.mark.parametrize("persona", sorted(PERSONAS))
 def test_it_enforces_the_whole_matrix(tenant_a, persona: str) -> None:
     _, client = new_key(tenant_a, **PERSONAS[persona])
     wrong = []
-    for operation, (method, url, payload) in CALLS.items():
-        call = getattr(client, method)
-        response = call(url, payload, format="json") if payload is not None else call(url)
+    for operation in CALLS:
+        response = call(client, operation, MISSING_TOKENS)
         assert response.status_code != 500, (operation, response.content[:300])
         if refused(response, operation) == expected(persona, operation):
             wrong.append((operation, response.status_code, response.content[:200]))
