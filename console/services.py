@@ -73,7 +73,7 @@ def console_settings_update(ctx: TenantContext, *, patch: dict[str, Any]) -> dic
     audited as ``settings_updated`` with the patch.
 
     Raises:
-        InvalidInput: see :func:`memories.services.settings.validate_settings_patch`.
+        InvalidInput: see :func:`tenants.tenant_settings.validate_patch`.
     """
     merged = settings_update(ctx, patch=patch)
     audit_record(ctx, action="settings_updated", target_type="tenant", target_id=ctx.tenant_id,

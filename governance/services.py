@@ -24,17 +24,18 @@ from memory_project.errors import (
 )
 from tenants.audit import audit_record, parse_uuid
 from tenants.config_cache import cached
-from tenants.context import TenantContext
+from tenants.context import TenantContext, require_context
 from tenants.layers import Layer
 
 logger = logging.getLogger(__name__)
 
 
 def policies_in_force(ctx: TenantContext) -> list[Policy]:
-    """``ctx``'s tenant's enabled policies, by name (``tenants.config_cache``: one version
-    lookup while the tenant's configuration is unchanged; a bulk write reads them once).
-    ``ctx`` must be the context in scope, whose rows the manager reads."""
-    return cached(ctx.tenant_id, "policies", None,
+    """The enabled policies of the tenant in scope, by name (``tenants.config_cache``: one
+    version lookup while the tenant's configuration is unchanged; a bulk write reads them
+    once). Cached under the tenant in scope, whose rows the manager reads, whatever ``ctx``
+    says: ``ctx`` is taken for the signature all governance reads share."""
+    return cached(require_context().tenant_id, "policies", None,
                   lambda: list(Policy.objects.filter(enabled=True).order_by("name")))
 
 

@@ -27,7 +27,7 @@ from django.utils import timezone
 from llm.models import LlmUsage
 from memory_project.errors import InvalidInput, MemoryServiceError
 from tenants.context import TenantContext
-from tenants.selectors import tenant_settings_of
+from tenants.tenant_settings import section
 
 PERIODS = ("month", "day")
 DEFAULT_CACHE_TTL_SECONDS = 3600
@@ -55,60 +55,71 @@ class Budget:
     end: datetime
 
 
-def validate_llm_settings(section: Any) -> None:
-    """Check the ``llm`` section of a settings patch.
+@dataclass(frozen=True)
+class LlmSettings:
+    """The ``llm`` section of a tenant's settings (registered with
+    ``tenants.tenant_settings`` in ``LlmConfig.ready``)::
 
-    Raises:
-        InvalidInput: an unknown key, a period other than month/day, a negative or
-            non-numeric limit, or a cache TTL outside 0..86400 seconds.
+        {"budget": {"period": "month", "tokens": 2000000, "cost": 25.0},
+         "cacheTtlSeconds": 3600}
     """
-    if section is None:
-        return
-    if not isinstance(section, dict) or set(section) - {"budget", "cacheTtlSeconds"}:
-        raise InvalidInput("llm accepts budget and cacheTtlSeconds.")
-    budget = section.get("budget")
-    if budget is not None:
+
+    period: str = "month"
+    tokens: int | None = None
+    cost: int | float | None = None
+    cache_ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS
+
+    @classmethod
+    def parse(cls, section: dict[str, Any]) -> LlmSettings:
+        """Raises InvalidInput: an unknown key, a period other than month/day, a negative or
+        non-numeric limit, or a cache TTL outside 0..86400 seconds."""
+        budget = section.get("budget")
+        if budget is None:
+            budget = {}
         if not isinstance(budget, dict) or set(budget) - {"period", "tokens", "cost"}:
             raise InvalidInput("llm.budget accepts period, tokens and cost.")
-        if budget.get("period", "month") not in PERIODS:
+        period = budget.get("period", "month")
+        if period not in PERIODS:
             raise InvalidInput("llm.budget.period must be month or day.")
         for key, kind in (("tokens", int), ("cost", (int, float))):
             value = budget.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, kind)
                                       or not math.isfinite(value) or not 0 <= value <= 1e15):
                 raise InvalidInput(f"llm.budget.{key} must be a number ≥ 0, or null.")
-    ttl = section.get("cacheTtlSeconds")
-    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int)
-                            or not 0 <= ttl <= 86_400):
-        raise InvalidInput("llm.cacheTtlSeconds must be an integer within 0..86400.")
+        ttl = section.get("cacheTtlSeconds")
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int)
+                                or not 0 <= ttl <= 86_400):
+            raise InvalidInput("llm.cacheTtlSeconds must be an integer within 0..86400.")
+        tokens, cost = budget.get("tokens"), budget.get("cost")
+        return cls(period=period, tokens=int(tokens) if tokens is not None else None,
+                   cost=cost,
+                   cache_ttl_seconds=ttl if ttl is not None else DEFAULT_CACHE_TTL_SECONDS)
 
 
-def _section(ctx: TenantContext) -> dict[str, Any]:
-    section = tenant_settings_of(ctx).get("llm")
-    return section if isinstance(section, dict) else {}
+def _settings(ctx: TenantContext) -> LlmSettings:
+    settings: LlmSettings = section(ctx, "llm")
+    return settings
 
 
 def cache_ttl(ctx: TenantContext) -> int:
     """Seconds an identical request's answer is reused for this tenant."""
-    ttl = _section(ctx).get("cacheTtlSeconds")
-    return int(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else (
-        DEFAULT_CACHE_TTL_SECONDS)
+    return _settings(ctx).cache_ttl_seconds
 
 
 def budget_of(ctx: TenantContext, now: datetime | None = None) -> Budget:
     """The tenant's budget and its current period (no limits when none is set)."""
     now = now or timezone.now()
-    raw = _section(ctx).get("budget") or {}
-    period = raw.get("period", "month") if raw.get("period") in PERIODS else "month"
+    raw = _settings(ctx)
+    period = raw.period
     if period == "day":
         start = now.replace(hour=0, minute=0, second=0, microsecond=0)
         end = start + timedelta(days=1)
     else:
         start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         end = (start + timedelta(days=32)).replace(day=1)
-    tokens, cost = raw.get("tokens"), raw.get("cost")
-    return Budget(period=period, tokens=int(tokens) if tokens is not None else None,
-                  cost=Decimal(str(cost)) if cost is not None else None, start=start, end=end)
+    return Budget(period=period, tokens=raw.tokens,
+                  cost=Decimal(str(raw.cost)) if raw.cost is not None else None,
+                  start=start, end=end)
 
 
 def usage_in(ctx: TenantContext, budget: Budget) -> tuple[int, Decimal]:

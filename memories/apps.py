@@ -12,6 +12,7 @@ class MemoriesConfig(AppConfig):
     def ready(self) -> None:
         from governance.models import ReviewKind
         from governance.services import register_review_executor
+        from memories import settings_sections
         from memories.embedding.readiness import embedding_model_probe, warm_up
         from memories.retrieval.pgvector_backend import build
         from memories.services import lifecycle
@@ -27,3 +28,4 @@ class MemoriesConfig(AppConfig):
         register_required("embeddingModel", embedding_model_probe)
         register_warmup("embeddingModel", warm_up)
         register_scrape_collector("memory_storage_size", StorageSizeCollector())
+        settings_sections.register()

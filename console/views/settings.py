@@ -20,12 +20,12 @@ from memories.retrieval.recall import recall_settings
 from memories.retrieval.search import default_threshold
 from memories.services.lifecycle import lifecycle_settings
 from memories.services.lifecycle_config import deleted_retention_days, lifecycle_section
-from memories.services.settings import settings_get
 from memory_project.errors import MemoryServiceError, NotFound
 from tenants.audit import audit_cross_tenant_probe
 from tenants.models import ApiKey
 from tenants.permissions import Role
 from tenants.services import api_key_create, api_key_revoke
+from tenants.tenant_settings import section
 
 KEY_ROLES = tuple(role.value for role in Role)
 
@@ -77,7 +77,7 @@ def settings_patch(access: ConsoleAccess, data: dict[str, Any]) -> dict[str, Any
 
 def _page(request: HttpRequest, access: ConsoleAccess, form: SettingsForm,
           new_key: str | None = None, status: int = 200) -> HttpResponse:
-    weights = ((settings_get(access.ctx).get("recall") or {}).get("scoreWeights") or {})
+    weights = section(access.ctx, "recall").score_weights
     return render(request, "console/settings.html", {
         "access": access, "form": form, "weights": weights,
         "keys": ApiKey.objects.order_by("-created_at"), "key_roles": KEY_ROLES,

@@ -38,7 +38,7 @@ from memory_project.errors import InvalidInput
 from tenants import config_cache
 from tenants.context import TenantContext
 from tenants.layers import LayerIdentifiers
-from tenants.selectors import tenant_settings_of
+from tenants.tenant_settings import section
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "relevance": 0.4, "importance": 0.3, "recency": 0.2, "confidence": 0.1,
@@ -99,12 +99,10 @@ def validate_weights(weights: object) -> dict[str, float]:
 
 
 def recall_settings(ctx: TenantContext, scope: str | None) -> tuple[dict[str, float], float]:
-    """``(weights, half_life_days)`` for ``scope`` from the tenant's settings."""
-    recall = tenant_settings_of(ctx).get("recall") or {}
-    by_scope = recall.get("scoreWeights") or {}
-    weights = by_scope.get(scope or "default") or by_scope.get("default") or DEFAULT_WEIGHTS
-    half_life = recall.get("recencyHalfLifeDays") or DEFAULT_HALF_LIFE_DAYS
-    return dict(weights), float(half_life)
+    """``(weights, half_life_days)`` for ``scope`` from the tenant's ``recall`` settings
+    (``memories.settings_sections.RecallSettings``)."""
+    recall = section(ctx, "recall")
+    return recall.weights_for(scope), float(recall.recency_half_life_days)
 
 
 def _days(since: datetime | None, now: datetime) -> float:

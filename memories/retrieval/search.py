@@ -52,7 +52,7 @@ from memory_project.errors import InvalidInput, QueryTooLong
 from tenants import config_cache
 from tenants.context import TenantContext
 from tenants.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
-from tenants.selectors import tenant_settings_of
+from tenants.tenant_settings import section
 
 RRF_K = 60
 DEDUP_SIMILARITY = 0.95
@@ -136,8 +136,7 @@ def validate_query(query: Any) -> str:
 def default_threshold(ctx: TenantContext) -> float:
     """The tenant's default similarity threshold (``settings.search.defaultThreshold``),
     else ``MEMORY_DEFAULT_THRESHOLD`` (0.7, seed 001)."""
-    value = (tenant_settings_of(ctx).get("search") or {}).get("defaultThreshold")
-    return float(value) if isinstance(value, (int, float)) else settings.MEMORY_DEFAULT_THRESHOLD
+    return float(section(ctx, "search").threshold)
 
 
 def scope_filter(scope: str | None) -> Q:

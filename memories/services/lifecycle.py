@@ -32,7 +32,7 @@ from memory_project.errors import InvalidInput, MemoryNotFound, NotFound, Policy
 from tenants.audit import audit_record, pseudonym
 from tenants.context import TenantContext
 from tenants.layers import Layer, LayerIdentifiers
-from tenants.selectors import tenant_settings_of
+from tenants.tenant_settings import section
 
 VOLATILE_LAYERS = (Layer.AGENT.value, Layer.SESSION.value)
 DEFAULT_SESSION_CLEANUP: dict[str, Any] = {
@@ -45,7 +45,7 @@ DEFAULT_SESSION_CLEANUP: dict[str, Any] = {
 
 def lifecycle_settings(ctx: TenantContext) -> dict[str, Any]:
     """The tenant's ``lifecycle`` settings with seed 001's defaults filled in."""
-    lifecycle = dict(tenant_settings_of(ctx).get("lifecycle") or {})
+    lifecycle = dict(section(ctx, "lifecycle").values)
     lifecycle["sessionCleanup"] = {**DEFAULT_SESSION_CLEANUP,
                                    **(lifecycle.get("sessionCleanup") or {})}
     return lifecycle

@@ -27,7 +27,7 @@ from typing import Any
 
 from tenants.context import TenantContext
 from tenants.layers import Layer
-from tenants.selectors import tenant_settings_of
+from tenants.tenant_settings import section
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +81,7 @@ CHECKS: dict[str, dict[str, Callable[[Any], bool]]] = {
 
 
 def _raw(ctx: TenantContext) -> dict[str, Any]:
-    lifecycle = tenant_settings_of(ctx).get("lifecycle")
-    return lifecycle if isinstance(lifecycle, dict) else {}
+    return dict(section(ctx, "lifecycle").values)
 
 
 def lifecycle_section(ctx: TenantContext, section: str) -> dict[str, Any]:
