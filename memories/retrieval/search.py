@@ -85,6 +85,25 @@ class SearchRequest:
     mode: str = Mode.HYBRID
     scope: str | None = None
 
+    def validated_query(self) -> str:
+        """Check the request; returns its query, stripped as ``validate_query`` does.
+
+        Raises:
+            InvalidInput: a limit outside 1..100, an unknown mode, or a threshold outside
+                [0, 1]. QueryTooLong: the query is over the limit.
+        """
+        query = validate_query(self.query)
+        if isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be within 1..{MAX_LIMIT}.", operation="memory.search")
+        if self.mode not in Mode.__members__.values():
+            raise InvalidInput(
+                f"Unknown mode {self.mode!r}.", operation="memory.search",
+                details={"allowed": [m.value for m in Mode]},
+            )
+        if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
+            raise InvalidInput("threshold must be within [0, 1].", operation="memory.search")
+        return query
+
 
 @dataclass
 class SearchHit:
@@ -293,19 +312,8 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
         InvalidLayer / MissingIdentifier: an unknown layer, or one the identifiers cannot
         reach. EmbeddingFailed: the query could not be embedded.
     """
-    query = validate_query(request.query)
-    if isinstance(request.limit, bool) or not 1 <= request.limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be within 1..{MAX_LIMIT}.", operation="memory.search")
-    if request.mode not in Mode.__members__.values():
-        raise InvalidInput(
-            f"Unknown mode {request.mode!r}.", operation="memory.search",
-            details={"allowed": [m.value for m in Mode]},
-        )
-    threshold = request.threshold
-    if threshold is None:
-        threshold = default_threshold(ctx)
-    if not 0.0 <= threshold <= 1.0:
-        raise InvalidInput("threshold must be within [0, 1].", operation="memory.search")
+    query = request.validated_query()
+    threshold = request.threshold if request.threshold is not None else default_threshold(ctx)
     identifiers = resolve_identifiers(ctx, request.identifiers)
     if request.layers:
         layers = list(dict.fromkeys(parse_layer(x) for x in request.layers))
