@@ -23,25 +23,24 @@ class TenantAdmin(admin.ModelAdmin):
     readonly_fields = ("id", "created_at")
 
 
-@admin.register(Organization)
-class OrganizationAdmin(TenantOwnedAdmin):
-    list_display = ("external_id", "name", "tenant", "created_at")
+class _HierarchyAdmin(TenantOwnedAdmin):
     list_filter = ("tenant",)
     search_fields = ("external_id", "name")
+
+
+@admin.register(Organization)
+class OrganizationAdmin(_HierarchyAdmin):
+    list_display = ("external_id", "name", "tenant", "created_at")
 
 
 @admin.register(Team)
-class TeamAdmin(TenantOwnedAdmin):
+class TeamAdmin(_HierarchyAdmin):
     list_display = ("external_id", "name", "org", "tenant")
-    list_filter = ("tenant",)
-    search_fields = ("external_id", "name")
 
 
 @admin.register(Project)
-class ProjectAdmin(TenantOwnedAdmin):
+class ProjectAdmin(_HierarchyAdmin):
     list_display = ("external_id", "name", "team", "tenant")
-    list_filter = ("tenant",)
-    search_fields = ("external_id", "name")
 
 
 class ApiKeyCreateForm(forms.ModelForm):

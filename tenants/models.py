@@ -35,54 +35,51 @@ class Tenant(models.Model):
         return self.name
 
 
-class Organization(TenantOwnedModel):
-    """An organisation inside a company; the ``org`` layer's ``orgId`` is ``external_id``."""
+class HierarchyNode(TenantOwnedModel):
+    """Abstract base of the org → team → project levels: a node named by ``external_id``
+    (the layer's ``orgId``/``teamId``/``projectId``), unique within its tenant."""
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     external_id = models.CharField(max_length=255)
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return self.name or self.external_id
+
+
+class Organization(HierarchyNode):
+    """An organisation inside a company; the ``org`` layer's ``orgId`` is ``external_id``."""
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["tenant", "external_id"], name="uniq_org_external_id")
         ]
 
-    def __str__(self) -> str:
-        return self.name or self.external_id
 
-
-class Team(TenantOwnedModel):
+class Team(HierarchyNode):
     """A team inside an organisation; ``teamId`` is ``external_id``."""
 
-    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="teams")
-    external_id = models.CharField(max_length=255)
-    name = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["tenant", "external_id"], name="uniq_team_external_id")
         ]
 
-    def __str__(self) -> str:
-        return self.name or self.external_id
 
-
-class Project(TenantOwnedModel):
+class Project(HierarchyNode):
     """A project inside a team (or directly in the company); ``projectId`` is ``external_id``.
 
     A call that names a project reaches its team, org and company layers (seed 001).
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     team = models.ForeignKey(
         Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="projects"
     )
-    external_id = models.CharField(max_length=255)
-    name = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
@@ -90,9 +87,6 @@ class Project(TenantOwnedModel):
                 fields=["tenant", "external_id"], name="uniq_project_external_id"
             )
         ]
-
-    def __str__(self) -> str:
-        return self.name or self.external_id
 
 
 class ApiKey(TenantOwnedModel):

@@ -282,8 +282,9 @@ _LEVELS: dict[type[Any], tuple[str, str, type[Any] | None, str, bool]] = {
 }
 
 
-def _hierarchy_create(ctx: TenantContext, model: type[Any], *, external_id: str, name: str,
-                      parent_id: str | None) -> Any:
+@transaction.atomic
+def hierarchy_create(ctx: TenantContext, model: type[Any], *, external_id: str, name: str = "",
+                     parent_id: str | None = None) -> Any:
     """Create an org, team or project of ``ctx``'s tenant (see :data:`_LEVELS`), under the
     parent level's node ``parent_id`` when one is given.
 
@@ -314,7 +315,7 @@ def org_create(ctx: TenantContext, *, external_id: str, name: str = "") -> Organ
     Raises:
         InvalidInput: the ``external_id`` cannot be stored. AlreadyExists: it is taken (409).
     """
-    org: Organization = _hierarchy_create(ctx, Organization, external_id=external_id,
+    org: Organization = hierarchy_create(ctx, Organization, external_id=external_id,
                                           name=name, parent_id=None)
     return org
 
@@ -326,7 +327,7 @@ def team_create(ctx: TenantContext, *, external_id: str, org_id: str, name: str 
     Raises:
         InvalidInput: the org does not exist. AlreadyExists: the ``external_id`` is taken.
     """
-    team: Team = _hierarchy_create(ctx, Team, external_id=external_id, name=name,
+    team: Team = hierarchy_create(ctx, Team, external_id=external_id, name=name,
                                    parent_id=org_id)
     return team
 
@@ -340,7 +341,7 @@ def project_create(
     Raises:
         InvalidInput: the team does not exist. AlreadyExists: the ``external_id`` is taken.
     """
-    project: Project = _hierarchy_create(ctx, Project, external_id=external_id, name=name,
+    project: Project = hierarchy_create(ctx, Project, external_id=external_id, name=name,
                                          parent_id=team_id)
     return project
 

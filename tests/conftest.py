@@ -105,6 +105,23 @@ def _search_in_one_transaction(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _embedder(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The deterministic hashing embedder (``tests/fake_embedder.py``) unless the test is
+    marked ``real_embedder`` (it measures what the bundled MiniLM model understands)."""
+    if request.node.get_closest_marker("real_embedder"):
+        yield
+        return
+    from memories.embedding import embedders
+    from tests.fake_embedder import HashingEmbedder
+
+    previous = embedders.set_embedder(HashingEmbedder())
+    try:
+        yield
+    finally:
+        embedders.set_embedder(previous)
+
+
+@pytest.fixture(autouse=True)
 def _language_model_offline(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test reaches a language model unless it starts one and points the settings at it
     (``tests/test_llm_*.py``): every purpose answers with its offline fallback, and each test

@@ -21,80 +21,69 @@ class _HierarchyViewSet(
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet,
 ):
-    """List, create, retrieve (by external id) and delete one level of the hierarchy."""
+    """List, create, retrieve (by external id) and delete one level of the hierarchy.
+
+    A subclass names its ``level`` (``org``, ``team``, ``project``: its operations are
+    ``<level>.list|get|create|delete``), its ``model`` and the serializer field of its parent
+    level (``parent_field``), and is served by ``tenants.services.hierarchy_create``.
+    """
 
     lookup_field = "external_id"
     lookup_url_kwarg = "external_id"
     lookup_value_regex = "[^/]+"
     pagination_class = None
+    level: str
     model: type
+    parent_field: str | None = None
+    operation_name: dict[str, str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.operation_name = {"list": f"{cls.level}.list", "retrieve": f"{cls.level}.get",
+                              "create": f"{cls.level}.create",
+                              "destroy": f"{cls.level}.delete"}
+
+    def create(self, request: Request) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        parent = (data.get(self.parent_field) or {}).get("external_id") if (
+            self.parent_field) else None
+        node = services.hierarchy_create(require_context(), self.model,
+                                         external_id=data["external_id"],
+                                         name=data.get("name", ""), parent_id=parent)
+        return Response(self.get_serializer(node).data, status=status.HTTP_201_CREATED)
 
     def destroy(self, request: Request, external_id: str) -> Response:
         self.get_object()
         services.hierarchy_delete(require_context(), model=self.model, external_id=external_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    def _valid(self, request: Request) -> Any:
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
-
 
 class OrganizationViewSet(_HierarchyViewSet):
     """Organisations of the caller's tenant (the ``org`` layer)."""
 
-    operation_name = {"list": "org.list", "retrieve": "org.get", "create": "org.create",
-                      "destroy": "org.delete"}
-
+    level = "org"
+    model = Organization
     serializer_class = OrganizationSerializer
     queryset_selector = staticmethod(selectors.org_list)
-    model = Organization
-
-    def create(self, request: Request) -> Response:
-        data = self._valid(request)
-        org = services.org_create(
-            require_context(), external_id=data["external_id"], name=data.get("name", "")
-        )
-        return Response(OrganizationSerializer(org).data, status=status.HTTP_201_CREATED)
 
 
 class TeamViewSet(_HierarchyViewSet):
-    """Teams of the caller's tenant (the ``team`` layer)."""
+    """Teams of the caller's tenant (the ``team`` layer), each under an organisation."""
 
-    operation_name = {"list": "team.list", "retrieve": "team.get", "create": "team.create",
-                      "destroy": "team.delete"}
-
+    level = "team"
+    model = Team
+    parent_field = "org"
     serializer_class = TeamSerializer
     queryset_selector = staticmethod(selectors.team_list)
-    model = Team
-
-    def create(self, request: Request) -> Response:
-        data = self._valid(request)
-        team = services.team_create(
-            require_context(),
-            external_id=data["external_id"],
-            org_id=data["org"]["external_id"],
-            name=data.get("name", ""),
-        )
-        return Response(TeamSerializer(team).data, status=status.HTTP_201_CREATED)
 
 
 class ProjectViewSet(_HierarchyViewSet):
-    """Projects of the caller's tenant (the ``project`` layer)."""
+    """Projects of the caller's tenant (the ``project`` layer), under a team or none."""
 
-    operation_name = {"list": "project.list", "retrieve": "project.get", "create": "project.create",
-                      "destroy": "project.delete"}
-
+    level = "project"
+    model = Project
+    parent_field = "team"
     serializer_class = ProjectSerializer
     queryset_selector = staticmethod(selectors.project_list)
-    model = Project
-
-    def create(self, request: Request) -> Response:
-        data = self._valid(request)
-        project = services.project_create(
-            require_context(),
-            external_id=data["external_id"],
-            team_id=(data.get("team") or {}).get("external_id"),
-            name=data.get("name", ""),
-        )
-        return Response(ProjectSerializer(project).data, status=status.HTTP_201_CREATED)

@@ -13,7 +13,8 @@ from memories.embedding.embedders import clear_local_cache, embed_texts, get_emb
 from tests.helpers import assert_error, body, memory_row, snapshot
 from tests.retrieval_helpers import CountingEmbedder
 
-pytestmark = pytest.mark.django_db
+# What the bundled MiniLM model understands is part of what these tests check.
+pytestmark = [pytest.mark.django_db, pytest.mark.real_embedder]
 
 M = "/api/v1/memories"
 

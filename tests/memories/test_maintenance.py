@@ -29,7 +29,8 @@ from tests.retrieval_helpers import (
     set_fields,
 )
 
-pytestmark = pytest.mark.django_db
+# What the bundled MiniLM model understands is part of what these tests check.
+pytestmark = [pytest.mark.django_db, pytest.mark.real_embedder]
 
 M = "/api/v1/memories"
 

@@ -19,7 +19,8 @@ from tenants.layers import LayerIdentifiers
 from tests.helpers import assert_error, body
 from tests.retrieval_helpers import reload
 
-pytestmark = pytest.mark.django_db
+# What the bundled MiniLM model understands is part of what these tests check.
+pytestmark = [pytest.mark.django_db, pytest.mark.real_embedder]
 
 REQUIRED = {"initialize", "shutdown", "health_check", "add", "search", "get", "update",
             "delete", "list", "generate_embedding"}

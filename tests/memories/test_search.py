@@ -27,7 +27,8 @@ from tests.retrieval_helpers import (
     searched,
 )
 
-pytestmark = pytest.mark.django_db
+# What the bundled MiniLM model understands is part of what these tests check.
+pytestmark = [pytest.mark.django_db, pytest.mark.real_embedder]
 
 NAUSEA = "User experiences nausea after dairy"
 

@@ -22,7 +22,8 @@ from memories.services.memory import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
 from tenants.layers import Layer, LayerIdentifiers
 
-pytestmark = pytest.mark.django_db
+# What the bundled MiniLM model understands is part of what these tests check.
+pytestmark = [pytest.mark.django_db, pytest.mark.real_embedder]
 
 USER = LayerIdentifiers.from_mapping({"userId": "u1"})
 
