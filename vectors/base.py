@@ -17,8 +17,9 @@ can store and filter them; a filter is a conjunction of ``key: value`` (equality
 from __future__ import annotations
 
 import re
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar, TypeAlias
@@ -139,11 +140,20 @@ class Unhealthy:
 HealthStatus: TypeAlias = Healthy | Unhealthy
 
 
+async def probe_health(probe: Callable[[], Awaitable[object]]) -> HealthStatus:
+    """Run a backend's health ``probe`` and time it: ``Healthy`` with its latency when it
+    returns, else :func:`unhealthy` naming what it raised (every adapter's ``health_check``)."""
+    start = time.perf_counter()
+    try:
+        await probe()
+    except Exception as exc:
+        return unhealthy(exc, start)
+    return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
+
+
 def unhealthy(exc: BaseException, started: float) -> Unhealthy:
     """``Unhealthy`` for a health probe that raised ``exc``; ``started`` is the probe's
     ``time.perf_counter()`` at its start. Details name the error and its cause."""
-    import time
-
     details = f"{type(exc).__name__}: {exc}"
     cause = getattr(exc, "details", {}).get("error") or (exc.__cause__ and str(exc.__cause__))
     if cause:

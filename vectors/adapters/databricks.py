@@ -36,13 +36,12 @@ from vectors.base import (
     DistanceMetric,
     Filter,
     HealthStatus,
-    Healthy,
     SearchHit,
     SearchQuery,
     VectorBackend,
     VectorRecord,
     matches,
-    unhealthy,
+    probe_health,
 )
 from vectors.config import BackendSettings, DatabricksSettings
 from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
@@ -99,17 +98,15 @@ class DatabricksBackend(VectorBackend):
     # --- the trait -------------------------------------------------------------------------
 
     async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        start = time.perf_counter()
-        try:
-            endpoint = await self._call(self.client.vector_search_endpoints.get_endpoint,
-                                        self.settings.endpoint)
-            state = endpoint.endpoint_status.state if endpoint.endpoint_status else None
-            if state != vectorsearch.EndpointStatusState.ONLINE:
-                raise BackendUnavailable(f"Endpoint {self.settings.endpoint} is {state}.",
-                                         details={"backend": self.name})
-        except Exception as exc:
-            return unhealthy(exc, start)
-        return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
+        return await probe_health(self._probe)
+
+    async def _probe(self) -> None:
+        endpoint = await self._call(self.client.vector_search_endpoints.get_endpoint,
+                                    self.settings.endpoint)
+        state = endpoint.endpoint_status.state if endpoint.endpoint_status else None
+        if state != vectorsearch.EndpointStatusState.ONLINE:
+            raise BackendUnavailable(f"Endpoint {self.settings.endpoint} is {state}.",
+                                     details={"backend": self.name})
 
     async def capabilities(self) -> Capabilities:
         return Capabilities(

@@ -16,7 +16,6 @@ official driver ``pymongo`` (its asyncio client).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,13 +27,12 @@ from vectors.base import (
     Capabilities,
     DistanceMetric,
     HealthStatus,
-    Healthy,
     SearchHit,
     SearchQuery,
     VectorBackend,
     VectorRecord,
     matches,
-    unhealthy,
+    probe_health,
 )
 from vectors.config import BackendSettings, MongodbSettings
 from vectors.errors import (
@@ -66,15 +64,13 @@ class MongodbBackend(VectorBackend):
         self._filter_fields: frozenset[str] | None = None
 
     async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        start = time.perf_counter()
-        try:
-            async with translated_errors(self.name, _translate):
-                await self.client.admin.command("ping")
-            self._filter_fields = None
-            await self._checked()
-        except Exception as exc:
-            return unhealthy(exc, start)
-        return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
+        return await probe_health(self._probe)
+
+    async def _probe(self) -> None:
+        async with translated_errors(self.name, _translate):
+            await self.client.admin.command("ping")
+        self._filter_fields = None
+        await self._checked()
 
     async def capabilities(self) -> Capabilities:
         return Capabilities(

@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,12 +40,11 @@ from vectors.base import (
     DistanceMetric,
     Filter,
     HealthStatus,
-    Healthy,
     SearchHit,
     SearchQuery,
     VectorBackend,
     VectorRecord,
-    unhealthy,
+    probe_health,
 )
 from vectors.config import BackendSettings, PineconeSettings
 from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
@@ -80,13 +78,11 @@ class PineconeBackend(VectorBackend):
         self._index: Any = None
 
     async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        start = time.perf_counter()
-        try:
-            index = await self._data_plane()
-            await self._call(index.describe_index_stats)
-        except Exception as exc:
-            return unhealthy(exc, start)
-        return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
+        return await probe_health(self._probe)
+
+    async def _probe(self) -> None:
+        index = await self._data_plane()
+        await self._call(index.describe_index_stats)
 
     async def capabilities(self) -> Capabilities:
         return Capabilities(

@@ -14,7 +14,6 @@ local mode the tests and the benchmark run for real.
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -30,12 +29,11 @@ from vectors.base import (
     DistanceMetric,
     Filter,
     HealthStatus,
-    Healthy,
     SearchHit,
     SearchQuery,
     VectorBackend,
     VectorRecord,
-    unhealthy,
+    probe_health,
 )
 from vectors.config import BackendSettings, QdrantSettings
 from vectors.errors import (
@@ -115,12 +113,10 @@ class QdrantBackend(VectorBackend):
         return f"{self.settings.collection_prefix}{tenant_id}"
 
     async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        start = time.perf_counter()
-        try:
-            await self.client.get_collections()
-        except Exception as exc:
-            return unhealthy(exc, start)
-        return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
+        return await probe_health(self._probe)
+
+    async def _probe(self) -> None:
+        await self.client.get_collections()
 
     async def capabilities(self) -> Capabilities:
         return Capabilities(

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,14 +36,13 @@ from vectors.base import (
     DistanceMetric,
     Filter,
     HealthStatus,
-    Healthy,
     MetadataValue,
     SearchHit,
     SearchQuery,
     VectorBackend,
     VectorRecord,
     matches,
-    unhealthy,
+    probe_health,
 )
 from vectors.config import BackendSettings, VertexAiSettings
 from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
@@ -113,18 +111,16 @@ class VertexAiBackend(VectorBackend):
                 api_endpoint=settings.public_endpoint_domain or endpoint))
 
     async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        start = time.perf_counter()
-        try:
-            endpoint = await self._call(self.endpoints.get_index_endpoint,
-                                        name=self.endpoint_name)
-            deployed = {d.id for d in endpoint.deployed_indexes}
-            if self.settings.deployed_index_id not in deployed:
-                raise BackendRequestFailed(
-                    f"Index {self.settings.deployed_index_id} is not deployed to the endpoint.",
-                    details={"backend": self.name, "deployed": sorted(deployed)})
-        except Exception as exc:
-            return unhealthy(exc, start)
-        return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
+        return await probe_health(self._probe)
+
+    async def _probe(self) -> None:
+        endpoint = await self._call(self.endpoints.get_index_endpoint,
+                                    name=self.endpoint_name)
+        deployed = {d.id for d in endpoint.deployed_indexes}
+        if self.settings.deployed_index_id not in deployed:
+            raise BackendRequestFailed(
+                f"Index {self.settings.deployed_index_id} is not deployed to the endpoint.",
+                details={"backend": self.name, "deployed": sorted(deployed)})
 
     async def capabilities(self) -> Capabilities:
         return Capabilities(

@@ -16,7 +16,6 @@ REST for the schema and readiness, gRPC for writes and queries.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -40,12 +39,11 @@ from vectors.base import (
     Capabilities,
     DistanceMetric,
     HealthStatus,
-    Healthy,
     SearchHit,
     SearchQuery,
     VectorBackend,
     VectorRecord,
-    unhealthy,
+    probe_health,
 )
 from vectors.base import (
     Filter as MetadataFilter,
@@ -102,14 +100,12 @@ class WeaviateBackend(VectorBackend):
         self._ready = False
 
     async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        start = time.perf_counter()
-        try:
-            await self._collection()
-            if not await self.client.is_ready():
-                raise BackendUnavailable("Weaviate is not ready.", details={"backend": self.name})
-        except Exception as exc:
-            return unhealthy(exc, start)
-        return Healthy(latency_ms=(time.perf_counter() - start) * 1000)
+        return await probe_health(self._probe)
+
+    async def _probe(self) -> None:
+        await self._collection()
+        if not await self.client.is_ready():
+            raise BackendUnavailable("Weaviate is not ready.", details={"backend": self.name})
 
     async def capabilities(self) -> Capabilities:
         return Capabilities(
