@@ -15,7 +15,6 @@ from governance.policies import clean_policy_data
 from memory_project.errors import MemoryServiceError
 from tenants.admin_base import TenantOwnedAdmin
 from tenants.entry import tenant_job
-from tenants.models import AuditEntry, SecurityProbe
 from tenants.services import system_context
 
 
@@ -78,47 +77,3 @@ class ReviewItemAdmin(TenantOwnedAdmin):
     @admin.action(description="Reject selected")
     def reject(self, request: HttpRequest, queryset: QuerySet[ReviewItem]) -> None:
         self._decide(request, queryset, False)
-
-
-@admin.register(AuditEntry)
-class AuditEntryAdmin(TenantOwnedAdmin):
-    list_display = ("created_at", "action", "actor", "target_type", "target_id", "tenant")
-    list_filter = ("action", "tenant")
-    search_fields = ("actor", "target_id")
-    readonly_fields = [f.name for f in AuditEntry._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-@admin.register(SecurityProbe)
-class SecurityProbeAdmin(admin.ModelAdmin):
-    """The platform's security log (read-only; superusers only, through the platform role)."""
-
-    list_display = ("created_at", "prober_tenant_id", "actor", "target_type", "target_id",
-                    "cross_tenant")
-    list_filter = ("cross_tenant", "target_type")
-    search_fields = ("actor", "target_id")
-    list_per_page = 50
-    show_full_result_count = False
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.is_active and request.user.is_superuser)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

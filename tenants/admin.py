@@ -1,4 +1,5 @@
-"""Admin: tenants, their hierarchy, and API keys (the key is shown once, at creation)."""
+"""Admin: tenants, their hierarchy, API keys (the key is shown once, at creation), and the
+audit and security logs (read-only)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ from django.utils import timezone
 from tenants import services
 from tenants.admin_base import TenantOwnedAdmin
 from tenants.entry import tenant_job
-from tenants.models import ApiKey, Organization, Project, Team, Tenant
+from tenants.models import (
+    ApiKey,
+    AuditEntry,
+    Organization,
+    Project,
+    SecurityProbe,
+    Team,
+    Tenant,
+)
 
 
 @admin.register(Tenant)
@@ -81,3 +90,44 @@ class ApiKeyAdmin(TenantOwnedAdmin):
     @admin.action(description="Revoke selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):
+    """Logs: nothing is added, changed or deleted from the admin."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(_ReadOnlyAdmin, TenantOwnedAdmin):
+    """The tenants' audit log (append-only)."""
+
+    list_display = ("created_at", "action", "actor", "target_type", "target_id", "tenant")
+    list_filter = ("action", "tenant")
+    search_fields = ("actor", "target_id")
+    readonly_fields = [f.name for f in AuditEntry._meta.fields]
+
+
+@admin.register(SecurityProbe)
+class SecurityProbeAdmin(_ReadOnlyAdmin):
+    """The platform's security log (read-only; superusers only, through the platform role)."""
+
+    list_display = ("created_at", "prober_tenant_id", "actor", "target_type", "target_id",
+                    "cross_tenant")
+    list_filter = ("cross_tenant", "target_type")
+    search_fields = ("actor", "target_id")
+    list_per_page = 50
+    show_full_result_count = False
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_superuser)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
