@@ -124,7 +124,7 @@ def _embedder(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _language_model_offline(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test reaches a language model unless it starts one and points the settings at it
-    (``tests/test_llm_*.py``): every purpose answers with its offline fallback, and each test
+    (``tests/llm/``): every purpose answers with its offline fallback, and each test
     starts with empty LLM clients, caches and readiness report. (A test that imports
     ``memory_project.wsgi`` marks this process a web worker; the tests are not one.)"""
     from llm import cache, client, health
