@@ -148,10 +148,12 @@ class ReviewDecisionForm(forms.Form):
 
     def __init__(self, *args: Any, item_ids: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["items"].choices = [(i, i) for i in item_ids]
+        items = self.fields["items"]
+        assert isinstance(items, forms.MultipleChoiceField)
+        items.choices = [(i, i) for i in item_ids]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         if data.get("decision") == "reject" and not (data.get("reason") or "").strip():
             raise forms.ValidationError("A rejection needs a reason.")
         return data
@@ -192,7 +194,7 @@ class SettingsForm(forms.Form):
     WEIGHTS = ("relevance", "importance", "recency", "confidence")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         given = [data.get(f"weight_{w}") is not None for w in self.WEIGHTS]
         if any(given) and not all(given):
             raise forms.ValidationError("Give all four recall weights, or none.")

@@ -26,7 +26,7 @@ class PolicyForm(forms.ModelForm):
         exclude = ("updated_by",)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         fields = {k: data.get(k) for k in ("denied_terms", "denied_patterns", "pii_handling",
                                            "max_content_length", "writable_layers",
                                            "required_metadata", "api_key_prefixes")

@@ -86,7 +86,8 @@ def filter_results(ctx: TenantContext, memories: list[Any], *, operation: str) -
     policies = policies_in_force(ctx)
     if not policies:
         return memories
-    kept, dropped = [], []
+    kept: list[Any] = []
+    dropped: list[Any] = []
     for memory in memories:
         decision = evaluate(policies, content=memory.content, metadata=memory.metadata,
                             layer=memory.layer, key_prefix=None, detector=detector_for(ctx))
@@ -208,8 +209,7 @@ def review_decide(ctx: TenantContext, *, item_id: Any, approve: bool, reason: st
         NotFound: no such item in this tenant. ReviewAlreadyDecided: decided before (409).
         InvalidInput: a rejection without a reason.
     """
-    item = ReviewItem.objects.select_for_update().filter(
-        pk=_get(ReviewItem, item_id).pk).first()
+    item = ReviewItem.objects.select_for_update().get(pk=_get(ReviewItem, item_id).pk)
     if item.status != ReviewStatus.PENDING:
         raise ReviewAlreadyDecided(details={"status": item.status, "decidedBy": item.decided_by})
     if not approve and not reason.strip():

@@ -89,7 +89,9 @@ def _call_once(model: str, messages: list[dict[str, str]], schema: dict[str, Any
                max_tokens: int, timeout: float) -> Reply:
     started = time.perf_counter()
     try:
-        answer = _client(timeout).chat.completions.create(
+        # The messages and response_format are the plain dicts the client's TypedDicts
+        # describe; its overloads cannot see that through ``list[dict[str, str]]``.
+        answer = _client(timeout).chat.completions.create(  # type: ignore[call-overload]
             model=model, messages=messages, max_tokens=max_tokens, temperature=0,
             response_format={"type": "json_schema",
                              "json_schema": {"name": "output", "schema": schema,

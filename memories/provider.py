@@ -7,6 +7,7 @@ scope, so a provider call is bounded by row-level security like an API request.
 
 from __future__ import annotations
 
+import builtins
 import time
 from abc import ABC, abstractmethod
 from typing import Any
@@ -78,14 +79,15 @@ class MemoryProvider(ABC):
         """One page of a layer's memories."""
 
     @abstractmethod
-    def generate_embedding(self, ctx: TenantContext, content: str) -> list[float]:
+    def generate_embedding(self, ctx: TenantContext, content: str) -> builtins.list[float]:
         """The embedding of ``content`` (cached per tenant)."""
 
-    def bulk_add(self, ctx: TenantContext, items: list[MemoryInput]) -> list[AddResult]:
+    def bulk_add(self, ctx: TenantContext, items: builtins.list[MemoryInput]
+                 ) -> builtins.list[AddResult]:
         """Optional: many adds; the default adds one by one."""
         return [self.add(ctx, item) for item in items]
 
-    def bulk_delete(self, ctx: TenantContext, memory_ids: list[Any]) -> dict[str, Any]:
+    def bulk_delete(self, ctx: TenantContext, memory_ids: builtins.list[Any]) -> dict[str, Any]:
         """Optional: many deletes; the default deletes one by one."""
         for memory_id in memory_ids:
             self.delete(ctx, memory_id)
@@ -127,7 +129,8 @@ class PostgresMemoryProvider(MemoryProvider):
     def add(self, ctx: TenantContext, item: MemoryInput) -> AddResult:
         return run_in_scope(ctx, services.memory_add, ctx, item=item)
 
-    def bulk_add(self, ctx: TenantContext, items: list[MemoryInput]) -> list[AddResult]:
+    def bulk_add(self, ctx: TenantContext, items: builtins.list[MemoryInput]
+                 ) -> builtins.list[AddResult]:
         return run_in_scope(ctx, services.memory_bulk_add, ctx, items=items)
 
     def search(self, ctx: TenantContext, request: SearchRequest) -> SearchResult:
@@ -157,7 +160,7 @@ class PostgresMemoryProvider(MemoryProvider):
     def delete(self, ctx: TenantContext, memory_id: Any) -> bool:
         return run_in_scope(ctx, deletion.memory_delete, ctx, memory_id=memory_id)
 
-    def bulk_delete(self, ctx: TenantContext, memory_ids: list[Any]) -> dict[str, Any]:
+    def bulk_delete(self, ctx: TenantContext, memory_ids: builtins.list[Any]) -> dict[str, Any]:
         return run_in_scope(ctx, deletion.memory_bulk_delete, ctx, memory_ids=memory_ids)
 
     def list(self, ctx: TenantContext, *, layer: str, identifiers: LayerIdentifiers,
@@ -167,7 +170,7 @@ class PostgresMemoryProvider(MemoryProvider):
                             identifiers=identifiers, cursor=cursor, limit=limit,
                             metadata_filter=metadata_filter)
 
-    def generate_embedding(self, ctx: TenantContext, content: str) -> list[float]:
+    def generate_embedding(self, ctx: TenantContext, content: str) -> builtins.list[float]:
         (vector, _), = embed_texts(ctx.tenant_id, [content])
         return np.asarray(vector, dtype=float).tolist()
 

@@ -288,7 +288,7 @@ def _from_drf(exc: Exception) -> MemoryServiceError:
     if isinstance(exc, drf.MethodNotAllowed):
         return MethodNotAllowed(str(exc.detail))
     if isinstance(exc, drf.Throttled):
-        return RateLimited(details={"retryAfter": exc.wait})
+        return RateLimited(details={"retryAfter": getattr(exc, "wait", None)})
     if isinstance(exc, drf.ParseError):
         return InvalidInput(f"Malformed request body: {exc.detail}")
     if isinstance(exc, drf.UnsupportedMediaType):

@@ -91,10 +91,14 @@ def _wait(state: tenacity.RetryCallState) -> float:
     return min(float(backoff(state)), settings.PROVIDER_RETRY_MAX_SECONDS)
 
 
-def _retry_after_too_long(state: tenacity.RetryCallState) -> bool:
-    exc = state.outcome.exception() if state.outcome else None
-    return (isinstance(exc, ProviderRateLimitedError) and exc.retry_after is not None
-            and exc.retry_after > settings.PROVIDER_MAX_RETRY_AFTER_SECONDS)
+class _RetryAfterTooLong(tenacity.stop.stop_base):
+    """Stop when the provider asks for a longer wait than ``PROVIDER_MAX_RETRY_AFTER_SECONDS``."""
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome else None
+        return (isinstance(exc, ProviderRateLimitedError) and exc.retry_after is not None
+                and exc.retry_after > settings.PROVIDER_MAX_RETRY_AFTER_SECONDS)
 
 
 def call_with_retries(func: Callable[[], T], *, operation: str = "embedding",
@@ -109,8 +113,9 @@ def call_with_retries(func: Callable[[], T], *, operation: str = "embedding",
             allowed (``details.retryAfter``).
     """
     retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(attempts or settings.PROVIDER_RETRY_MAX_ATTEMPTS)
-        | _retry_after_too_long,
+        stop=tenacity.stop_any(
+            tenacity.stop_after_attempt(attempts or settings.PROVIDER_RETRY_MAX_ATTEMPTS),
+            _RetryAfterTooLong()),
         wait=_wait,
         sleep=lambda seconds: _sleep(seconds),
         retry=tenacity.retry_if_exception_type(

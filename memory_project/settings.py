@@ -92,9 +92,9 @@ CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 300)
 
 
 def _database(url: str) -> dict[str, Any]:
-    config: dict[str, Any] = dj_database_url.parse(
+    config: dict[str, Any] = dict(dj_database_url.parse(
         url, conn_max_age=CONN_MAX_AGE, conn_health_checks=True
-    )
+    ))
     config["ATOMIC_REQUESTS"] = False  # the request transaction is opened by middleware
     return config
 

@@ -66,7 +66,8 @@ class ApiKeyAdmin(TenantOwnedAdmin):
     search_fields = ("prefix", "name")
     actions = ("revoke",)
 
-    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False,
+                 **kwargs: Any) -> Any:
         if obj is None:
             kwargs["form"] = ApiKeyCreateForm
         return super().get_form(request, obj, **kwargs)

@@ -99,7 +99,8 @@ def _script(source: str) -> Any:
     global _client
     with _lock:
         if _client is None:
-            timeout = settings.CACHES["default"].get("OPTIONS", {}).get("socket_timeout", 1.0)
+            cache_config: dict[str, Any] = dict(settings.CACHES["default"])
+            timeout = cache_config.get("OPTIONS", {}).get("socket_timeout", 1.0)
             _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=timeout,
                                            socket_connect_timeout=timeout)
             _scripts.clear()

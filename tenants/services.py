@@ -356,7 +356,7 @@ def project_get_or_create(ctx: TenantContext, *, external_id: str, name: str = "
 
 
 @transaction.atomic
-def hierarchy_delete(ctx: TenantContext, *, model: type, external_id: str) -> bool:
+def hierarchy_delete(ctx: TenantContext, *, model: type[Any], external_id: str) -> bool:
     """Delete an org, team or project of ``ctx``'s tenant; ``False`` when there is none."""
     deleted, _ = model.objects.filter(external_id=external_id).delete()
     return bool(deleted)

@@ -59,7 +59,7 @@ def call(function: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
     future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
     def start() -> None:
-        task = loop.create_task(function(*args, **kwargs), context=context)  # type: ignore[arg-type]
+        task: asyncio.Task[T] = loop.create_task(function(*args, **kwargs), context=context)  # type: ignore[arg-type]
 
         def done(finished: asyncio.Task[T]) -> None:
             if finished.cancelled():

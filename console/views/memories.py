@@ -126,10 +126,10 @@ def memory_action(request: HttpRequest, access: ConsoleAccess, memory_id: uuid.U
                 messages.error(request, "A deleted memory cannot be edited: restore it first.")
                 return redirect("console:memory", tenant_slug=access.tenant.slug,
                                 memory_id=memory_id)
-            changed = {k: v for k, v in form.fields_patch().items() if getattr(memory, k) != v}
+            patch = {k: v for k, v in form.fields_patch().items() if getattr(memory, k) != v}
             services.console_memory_edit(
                 access.ctx, memory_id=memory.pk, metadata=form.cleaned_data["metadata"],
-                fields=changed, expected_version=form.cleaned_data["version"])
+                fields=patch, expected_version=form.cleaned_data["version"])
             messages.success(request, "Memory updated.")
         elif action == "archive":
             _, changed = memory_archive(access.ctx, memory_id=memory.pk)

@@ -65,10 +65,11 @@ class NewestFirst(CursorPagination):
         """
         try:
             cursor = super().decode_cursor(request)
+            readable = True
         except drf_exceptions.NotFound:
-            cursor = False
-        if cursor is False or (cursor is not None and cursor.position is not None
-                               and parse_datetime(str(cursor.position)) is None):
+            cursor, readable = None, False
+        if not readable or (cursor is not None and cursor.position is not None
+                            and parse_datetime(str(cursor.position)) is None):
             raise NotFound("Invalid cursor: pass back a next or previous link's cursor.",
                            details={"parameter": self.cursor_query_param})
         return cursor

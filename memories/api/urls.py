@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from typing import cast
+
 from django.urls import path
-from rest_framework.routers import SimpleRouter
+from rest_framework.routers import Route, SimpleRouter
 
 from memories.api.views.export import CapabilitiesView, ExportView
 from memories.api.views.memories import MemoryViewSet
@@ -14,8 +16,8 @@ class MemoryRouter(SimpleRouter):
     (``DELETE /api/v1/memories?userId=...``: erasure by identifier)."""
 
     routes = [
-        SimpleRouter.routes[0]._replace(
-            mapping={**SimpleRouter.routes[0].mapping, "delete": "erase"}),
+        cast(Route, SimpleRouter.routes[0])._replace(
+            mapping={**cast(Route, SimpleRouter.routes[0]).mapping, "delete": "erase"}),
         *SimpleRouter.routes[1:],
     ]
 

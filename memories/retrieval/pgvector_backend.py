@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from asgiref.sync import sync_to_async
@@ -169,13 +169,13 @@ class PgvectorBackend(VectorBackend):
     def _ranked(self, base: QuerySet[Memory], vector: np.ndarray, limit: int,
                 metric: DistanceMetric) -> list[tuple[Memory, float]]:
         if metric == DistanceMetric.COSINE:
-            return [(m, 1.0 - float(m.distance)) for m in nearest(base, vector, limit)]
+            return [(m, 1.0 - float(cast(Any, m).distance)) for m in nearest(base, vector, limit)]
         self._set_probes()
         if metric == DistanceMetric.L2:
             rows = base.annotate(distance=L2Distance("embedding", vector)).order_by("distance")
-            return [(m, -float(m.distance)) for m in rows[:limit]]
+            return [(m, -float(cast(Any, m).distance)) for m in rows[:limit]]
         rows = base.annotate(distance=MaxInnerProduct("embedding", vector)).order_by("distance")
-        return [(m, -float(m.distance)) for m in rows[:limit]]  # <#> is −(inner product)
+        return [(m, -float(cast(Any, m).distance)) for m in rows[:limit]]  # <#> is −(inner product)
 
     def _set_probes(self) -> None:
         if self.settings.index_type == "ivfflat" and connection.in_atomic_block:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from django.conf import settings
@@ -178,7 +178,7 @@ def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray 
     for pk, score in scored:
         memory = rows.get(pk)
         if memory is not None:
-            memory.keyword_score = score
+            cast(Any, memory).keyword_score = score  # an annotation of the row, not a field
             ranked.append(memory)
     return ranked
 
@@ -188,16 +188,17 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
     """One layer's candidates from its two lists, scored for ``mode`` (RRF for hybrid)."""
     by_id: dict[Any, SearchHit] = {}
     for rank, memory in enumerate(semantic, start=1):
-        by_id[memory.pk] = SearchHit(memory, layer, similarity=1.0 - float(memory.distance),
+        distance = float(cast(Any, memory).distance)  # annotated by the semantic list
+        by_id[memory.pk] = SearchHit(memory, layer, similarity=1.0 - distance,
                                      semantic_rank=rank)
     for rank, memory in enumerate(keyword, start=1):
         cand = by_id.setdefault(memory.pk, SearchHit(memory, layer))
-        cand.keyword_score = float(memory.keyword_score)
+        cand.keyword_score = float(cast(Any, memory).keyword_score)
         cand.keyword_rank = rank
     missing = limit + 1
     for cand in by_id.values():
         if vector is not None and cand.similarity is None:
-            cand.similarity = 1.0 - float(cand.memory.distance)
+            cand.similarity = 1.0 - float(cast(Any, cand.memory).distance)
         if mode == Mode.HYBRID:
             cand.rrf = 1.0 / (RRF_K + (cand.semantic_rank or missing)) + 1.0 / (
                 RRF_K + (cand.keyword_rank or missing)

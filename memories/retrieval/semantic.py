@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Any, cast
 
 import numpy as np
 from cachetools import TTLCache
@@ -74,14 +75,15 @@ def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memo
         rows = list(light.annotate(distance=exact).order_by("distance")[:limit])
     with _scan_lock:
         _scan_starts[key] = start
-    return sorted(rows, key=lambda m: (m.distance, str(m.pk)))
+    return sorted(rows, key=lambda m: (cast(Any, m).distance, str(m.pk)))
 
 
 def semantic_list(base: QuerySet[Memory], vector: np.ndarray, limit: int, threshold: float
                   ) -> list[Memory]:
     """The semantic list of ``base``: at most ``limit`` memories, nearest first, each with
     ``distance`` set and cosine similarity (1 − distance) ≥ ``threshold``."""
-    return [m for m in nearest(base, vector, limit) if 1.0 - float(m.distance) >= threshold]
+    return [m for m in nearest(base, vector, limit)
+            if 1.0 - float(cast(Any, m).distance) >= threshold]
 
 
 def widened(ef_search: int, found: int, limit: int, widest: int) -> int:

@@ -173,7 +173,7 @@ class DatabricksBackend(VectorBackend):
     async def get(self, tenant_id: str, ids: Sequence[str]) -> list[VectorRecord]:
         if not await self._has_index(tenant_id):
             return []
-        found = []
+        found: list[VectorRecord] = []
         for start in range(0, len(ids), BATCH):
             rows = await self._sql(
                 f"SELECT id, to_json(embedding), text, metadata FROM {self.table(tenant_id)} "

@@ -16,7 +16,7 @@ official driver ``pymongo`` (its asyncio client).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pymongo import AsyncMongoClient, ReplaceOne
@@ -197,7 +197,7 @@ class MongodbBackend(VectorBackend):
         return self._filter_fields
 
 
-def _index_problem(indexes: list[dict[str, Any]], settings: MongodbSettings) -> str:
+def _index_problem(indexes: Sequence[Mapping[str, Any]], settings: MongodbSettings) -> str:
     """What makes the listed index unusable, or ``""``."""
     if not indexes:
         return "missing"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from qdrant_client import AsyncQdrantClient, models
@@ -72,7 +72,7 @@ def qdrant_filter(filter_: Filter | None) -> models.Filter | None:
     must: list[Any] = []
     for key, value in filter_.items():
         path = f"metadata.{key}"
-        values = list(value) if isinstance(value, list | tuple) else [value]
+        values: list[Any] = list(value) if isinstance(value, list | tuple) else [value]
         if all(isinstance(v, float) and not isinstance(v, bool) for v in values):
             must.append(models.Filter(should=[
                 models.FieldCondition(key=path, range=models.Range(gte=v, lte=v))
@@ -162,7 +162,7 @@ class QdrantBackend(VectorBackend):
             result = await self.client.query_points(
                 name, query=list(query.vector), using=DENSE, limit=query.limit,
                 query_filter=condition, score_threshold=threshold, with_payload=True)
-            return [self._hit(p) for p in result.points]
+        return [self._hit(p) for p in result.points]
 
     async def delete(self, tenant_id: str, ids: Sequence[str]) -> int:
         name = self.collection(tenant_id)
@@ -257,7 +257,7 @@ class QdrantBackend(VectorBackend):
         payload = point.payload or {}
         vectors = point.vector if isinstance(point.vector, dict) else {DENSE: point.vector}
         return VectorRecord(id=str(payload.get("id", point.id)),
-                            vector=tuple(float(x) for x in vectors[DENSE]),  # type: ignore[union-attr]
+                            vector=tuple(float(x) for x in cast(list[float], vectors[DENSE])),
                             metadata=payload.get("metadata", {}), text=payload.get("text", ""))
 
 
@@ -266,7 +266,7 @@ def _translate(exc: Exception, details: dict[str, Any]) -> MemoryServiceError | 
     if isinstance(exc, UnexpectedResponse):
         if exc.status_code == 429:
             return RateLimited("Qdrant is rate limiting.", details=details)
-        if exc.status_code >= 500:
+        if (exc.status_code or 0) >= 500:
             return BackendUnavailable("Qdrant failed.", details=details)
         return BackendRequestFailed("Qdrant refused the request.", details=details)
     if isinstance(exc, ResponseHandlingException | httpx.HTTPError | OSError):

@@ -63,7 +63,7 @@ def restricts(tenant_id: str, filter_: Filter | None) -> tuple[Restricts, Filter
     numeric: list[vertex.IndexDatapoint.NumericRestriction] = []
     rest: dict[str, Any] = {}
     for key, value in (filter_ or {}).items():
-        values = list(value) if isinstance(value, list | tuple) else [value]
+        values: list[Any] = list(value) if isinstance(value, list | tuple) else [value]
         if all(isinstance(v, str | bool) for v in values):
             tokens.append(vertex.IndexDatapoint.Restriction(
                 namespace=key, allow_list=[_token(v) for v in values]))

@@ -73,8 +73,9 @@ def weaviate_filter(tenant_id: str, filter_: MetadataFilter | None) -> Any:
     condition = Filter.by_property("tenant_id").equal(str(tenant_id))
     for key, value in (filter_ or {}).items():
         prop = Filter.by_property(f"meta_{key}")
+        scalar: Any = value  # not a list or tuple in the else branch
         term = (prop.contains_any(list(value)) if isinstance(value, list | tuple)
-                else prop.equal(value))
+                else prop.equal(scalar))
         condition = condition & term
     return condition
 
@@ -233,7 +234,7 @@ class WeaviateBackend(VectorBackend):
         return collection
 
     async def _create(self) -> None:
-        keyword = {"data_type": DataType.TEXT, "tokenization": Tokenization.FIELD,
+        keyword: dict[str, Any] = {"data_type": DataType.TEXT, "tokenization": Tokenization.FIELD,
                    "index_filterable": True, "index_searchable": False}
         try:
             await self.client.collections.create(

@@ -129,16 +129,16 @@ class Command(BaseCommand):
         sources = tuple(Source(t.dia_id, t.content) for t in picked)
         for depth in DEPTHS:
             self.stderr.write(f"summary ({depth})")
-            payload = SummaryInput(depth, sources, "the conversation")
+            summary_input = SummaryInput(depth, sources, "the conversation")
             started = time.perf_counter()
             try:
-                value, outcome, tokens, _ = ask_model(SUMMARIZE, payload, "local")
-                text = " ".join(f"{s.text} {list(s.source_ids)}" for s in value)
+                summary, outcome, tokens, _ = ask_model(SUMMARIZE, summary_input, "local")
+                text = " ".join(f"{s.text} {list(s.source_ids)}" for s in summary)
             except Exception as exc:
                 text, outcome, tokens = f"failed: {exc}", "error", (0, 0)
             self.stdout.write(f"summary {depth} ({outcome}, {tokens[1]} tokens, "
                               f"{time.perf_counter() - started:.1f} s): {text}")
-            fallback = " ".join(s.text for s in SUMMARIZE.fallback(payload))
+            fallback = " ".join(s.text for s in SUMMARIZE.fallback(summary_input))
             self.stdout.write(f"extractive {depth}: {fallback}")
 
 

@@ -23,10 +23,9 @@ from memory_project.validation import (
 from tenants.layers import IDENTIFIER_FIELDS, MAX_IDENTIFIER_LENGTH, Layer, LayerIdentifiers
 
 
-def _finite(value: float) -> float:
+def _finite(value: float) -> None:
     if not math.isfinite(value):
         raise serializers.ValidationError("Must be a finite number.")
-    return value
 
 
 IDENTIFIERS_SCHEMA = {
@@ -48,7 +47,8 @@ class IdentifiersField(serializers.JSONField):
     """``{"agentId"?, "userId"?, "sessionId"?, "projectId"?, "teamId"?, "orgId"?,
     "companyId"?}``; unknown keys and empty values are rejected."""
 
-    def to_internal_value(self, data: Any) -> LayerIdentifiers:
+    # DRF types a field's internal value as JSON data; this field's is the domain object.
+    def to_internal_value(self, data: Any) -> LayerIdentifiers:  # type: ignore[override]
         try:
             return LayerIdentifiers.from_mapping(data)
         except InvalidInput as err:
@@ -62,7 +62,8 @@ class MemoryWriteSerializer(serializers.Serializer):
     layer = LayerField()
     identifiers = IdentifiersField(required=False, default=dict)
     metadata = JsonObjectField(required=False, default=dict, validators=[no_nul])
-    context = StrictCharField(
+    # An API field named like Field.context: DRF's metaclass moves declared fields off the class.
+    context = StrictCharField(  # type: ignore[assignment]
         required=False, default="", allow_blank=True, trim_whitespace=False,
         help_text="Text around the memory that helps find it (keyword search, lower weight).",
     )
@@ -105,7 +106,9 @@ def memory_input(data: dict[str, Any]) -> MemoryInput:
 class BulkAddSerializer(serializers.Serializer):
     """Body of ``POST /api/v1/memories/bulk``: ``{"memories": [AddMemoryInput, ...]}``."""
 
-    memories = MemoryWriteSerializer(many=True, allow_empty=False, min_length=1)
+    # ``many=True`` makes a ListSerializer, which takes min_length (the stubs type the child).
+    memories = MemoryWriteSerializer(many=True, allow_empty=False,
+                                     min_length=1)  # type: ignore[call-arg]
 
 
 class BulkDeleteSerializer(serializers.Serializer):
@@ -151,7 +154,9 @@ class MemoryUpdateSerializer(serializers.Serializer):
     content = StrictCharField(trim_whitespace=False, required=False)
     metadata = JsonObjectField(required=False, validators=[no_nul])
     version = serializers.IntegerField(required=False, min_value=1)
-    context = StrictCharField(required=False, allow_blank=True, trim_whitespace=False)
+    # An API field named like Field.context: DRF's metaclass moves declared fields off the class.
+    context = StrictCharField(required=False, allow_blank=True,  # type: ignore[assignment]
+                              trim_whitespace=False)
     kind = serializers.ChoiceField(choices=Kind.choices, required=False)
     scope = StrictCharField(max_length=100, required=False)
     importance = serializers.FloatField(min_value=0, max_value=1, required=False,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
@@ -149,7 +149,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         "memory": MemorySerializer()})})
     def retrieve(self, request: Request, pk: str) -> Response:
         """Get one memory; another tenant's id answers exactly like a missing one (404)."""
-        memory = self.get_object()
+        memory = cast(Memory, self.get_object())
         references.memory_references_record(require_context(), memory_ids=[memory.pk])
         memory.refresh_from_db()
         response = Response({"memory": _memory(memory, request)})
