@@ -1,8 +1,9 @@
+# The SQL is frozen as literals: what this migration runs must not change when
+# tenants.rls changes later.
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from tenants.rls import enable_rls
 
 
 class Migration(migrations.Migration):
@@ -28,10 +29,16 @@ class Migration(migrations.Migration):
                 'abstract': False,
             },
         ),
-        enable_rls(
-            "console_consolemembership",
-            extra_read_predicate=(
-                "user_id = NULLIF(current_setting('app.console_user_id', true), '')::bigint"
-            ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER TABLE "console_consolemembership" ENABLE ROW LEVEL SECURITY',
+                'ALTER TABLE "console_consolemembership" FORCE ROW LEVEL SECURITY',
+                'CREATE POLICY tenant_isolation ON "console_consolemembership" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')) OR (user_id = NULLIF(current_setting(\'app.console_user_id\', true), \'\')::bigint)) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'DROP POLICY IF EXISTS tenant_isolation ON "console_consolemembership"',
+                'ALTER TABLE "console_consolemembership" NO FORCE ROW LEVEL SECURITY',
+                'ALTER TABLE "console_consolemembership" DISABLE ROW LEVEL SECURITY',
+            ],
         ),
     ]

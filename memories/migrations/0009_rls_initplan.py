@@ -1,9 +1,10 @@
+# The SQL is frozen as literals: what this migration runs must not change when
+# tenants.rls changes later.
 """Row-level security policies read their settings once per statement (InitPlan), not per
 row; see ``tenants.rls``."""
 
 from django.db import migrations
 
-from tenants.rls import refresh_policy
 
 API_KEY_PREFIX = "prefix = NULLIF(current_setting('app.api_key_prefix', true), '')"
 CONSOLE_USER = "user_id = NULLIF(current_setting('app.console_user_id', true), '')::bigint"
@@ -24,18 +25,100 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        *(refresh_policy(table) for table in TABLES),
-        refresh_policy(
-            "tenants_apikey",
-            extra_read_predicate=(
-                "prefix = (SELECT NULLIF(current_setting('app.api_key_prefix', true), ''))"),
-            previous_extra_read_predicate=API_KEY_PREFIX,
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "memories_memory" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "memories_memory" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
         ),
-        refresh_policy(
-            "console_consolemembership",
-            extra_read_predicate=(
-                "user_id = (SELECT NULLIF(current_setting('app.console_user_id', true), '')"
-                "::bigint)"),
-            previous_extra_read_predicate=CONSOLE_USER,
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "memories_memoryhistory" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "memories_memoryhistory" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "memories_memoryfeedback" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "memories_memoryfeedback" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "memories_closedsession" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "memories_closedsession" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "governance_policy" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "governance_policy" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "governance_auditentry" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "governance_auditentry" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "governance_reviewitem" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "governance_reviewitem" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "tenants_organization" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "tenants_organization" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "tenants_team" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "tenants_team" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "tenants_project" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "tenants_project" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\') WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "tenants_apikey" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')) OR (prefix = (SELECT NULLIF(current_setting(\'app.api_key_prefix\', true), \'\')))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "tenants_apikey" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\' OR (prefix = NULLIF(current_setting(\'app.api_key_prefix\', true), \'\'))) WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
+        ),
+        migrations.RunSQL(
+            sql=[
+                'ALTER POLICY tenant_isolation ON "console_consolemembership" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')) OR (user_id = (SELECT NULLIF(current_setting(\'app.console_user_id\', true), \'\')::bigint))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'ALTER POLICY tenant_isolation ON "console_consolemembership" USING (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\' OR (user_id = NULLIF(current_setting(\'app.console_user_id\', true), \'\')::bigint)) WITH CHECK (tenant_id = NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid OR current_setting(\'app.cross_tenant\', true) = \'on\')',
+            ],
         ),
     ]

@@ -1,3 +1,5 @@
+# The SQL is frozen as literals: what this migration runs must not change when
+# tenants.rls changes later.
 """The keyword index's postings: one ``memories_termimpact`` row per lexeme of a memory.
 
 Kept by the trigger ``memory_term_impacts_sync`` on ``memories_memory`` (insert, delete, and
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 from django.db import migrations, models
 
-from tenants.rls import enable_rls
 
 FUNCTIONS = """
 CREATE OR REPLACE FUNCTION memory_term_impact(tf float8, dl integer) RETURNS float8
@@ -92,7 +93,18 @@ class Migration(migrations.Migration):
                 'indexes': [models.Index(fields=['scope', 'lexeme', '-impact'], include=('memory_id', 'tenant'), name='termimpact_champions')],
             },
         ),
-        enable_rls('memories_termimpact'),
+        migrations.RunSQL(
+            sql=[
+                'ALTER TABLE "memories_termimpact" ENABLE ROW LEVEL SECURITY',
+                'ALTER TABLE "memories_termimpact" FORCE ROW LEVEL SECURITY',
+                'CREATE POLICY tenant_isolation ON "memories_termimpact" USING (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\'))) WITH CHECK (tenant_id = (SELECT NULLIF(current_setting(\'app.tenant_id\', true), \'\')::uuid) OR (SELECT pg_has_role(current_user, \'memory_platform\', \'MEMBER\')))',
+            ],
+            reverse_sql=[
+                'DROP POLICY IF EXISTS tenant_isolation ON "memories_termimpact"',
+                'ALTER TABLE "memories_termimpact" NO FORCE ROW LEVEL SECURITY',
+                'ALTER TABLE "memories_termimpact" DISABLE ROW LEVEL SECURITY',
+            ],
+        ),
         migrations.RunSQL(FUNCTIONS, DROP_FUNCTIONS),
         migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
     ]
