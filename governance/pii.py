@@ -120,7 +120,8 @@ _WINDOW_MARGIN = 24
 def phone_windows(text: str) -> list[tuple[int, int]]:
     """Spans of ``text`` that can hold a phone number: digits with their neighbourhood,
     merged when close. Prose between them is never handed to libphonenumber's matcher,
-    which costs ~1 µs per character even where there is nothing to find."""
+    which costs time per character even where there is nothing to find (figures:
+    ``docs/performance.md``, "PII detection")."""
     windows: list[tuple[int, int]] = []
     for m in re.finditer(r"\d+", text):
         start, end = max(0, m.start() - _WINDOW_MARGIN), min(len(text), m.end() + _WINDOW_MARGIN)

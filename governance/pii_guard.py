@@ -1,10 +1,11 @@
 """PII detection for a tenant's request, bounded so that no input can stall the service.
 
-Detection (``governance.pii``) costs ~1 µs per character of prose but up to ~90 µs per
+Detection (``governance.pii``) is cheap on prose but up to two orders of magnitude dearer per
 character of digit-dense text (libphonenumber tries every digit run as a phone number in four
-regions). :func:`detect_for` scans cheap texts in the calling thread and sends expensive ones
-to :func:`tenants.heavy_work.run_heavy`: a worker process outside the web workers, at
-most ``HEAVY_WORK_PER_TENANT`` at once per tenant, within a time limit.
+regions; figures: ``docs/performance.md``, "PII detection"). :func:`detect_for` scans cheap
+texts in the calling thread and sends expensive ones to :func:`tenants.heavy_work.run_heavy`:
+a worker process outside the web workers, at most ``HEAVY_WORK_PER_TENANT`` at once per
+tenant, within a time limit.
 """
 
 from __future__ import annotations

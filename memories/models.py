@@ -93,7 +93,7 @@ class Memory(TenantOwnedModel):
     )
     #: ``{lexeme: term frequency}`` of ``search_vector`` for BM25, a ``context`` position
     #: counting 0.35 of a ``content`` one (SQL function ``memory_term_frequencies``, migration
-    #: 0006): scoring reads a key instead of unnesting the vector, ~2x faster per candidate.
+    #: 0006): scoring reads a key instead of unnesting the vector (``docs/performance.md``).
     term_frequencies = models.GeneratedField(
         expression=Func(
             SearchVector("content", config="english", weight="A")

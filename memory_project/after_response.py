@@ -1,9 +1,9 @@
 """Bookkeeping writes that run once the response has been sent.
 
 Counting a retrieval (``reference_count``, ``last_referenced_at``, ...) is a write of whole
-rows: on the 100k bench tenant the one UPDATE per search took 17 ms when the rows' pages had
-room for a HOT update and 40–80 ms when they had not (every index, HNSW included, gets the
-new row version). None of it changes the answer, so the search and recall endpoints hand
+rows, dearer still when the rows' pages have no room for a HOT update (every index, HNSW
+included, gets the new row version; figures: ``docs/performance.md``, "After the
+response"). None of it changes the answer, so the search and recall endpoints hand
 it to :func:`after_response`: the WSGI server calls the response's ``close()`` once the body
 is on the wire, Django sends ``request_finished`` there, and the deferred work is queued to
 one background thread per process (``AFTER_RESPONSE_IN_BACKGROUND``, on by default). Running

@@ -34,7 +34,7 @@ PLATFORM_ROLE = "memory_platform"
 #: Row-level security lets the planner use an index for a condition only when the condition's
 #: function is LEAKPROOF (it cannot reveal other rows through errors). ``tsvector @@ tsquery``
 #: is not marked so by default, which turns every keyword search into a scan of the whole
-#: tenant (measured: 166 ms instead of 32 ms on a 100k-memory tenant). Matching a stored
+#: tenant (figures: ``docs/performance.md``, "Keyword search"). Matching a stored
 #: tsvector against a query raises no data-dependent error, so it is safe to mark; only a
 #: superuser may, once per database (the README gives the statement for external servers).
 LEAKPROOF_FULL_TEXT_MATCH = "ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF"
@@ -154,9 +154,9 @@ def _share_mb(fraction: float, floor_mb: int) -> str:
 #: Server settings of the embedded PostgreSQL (``ALTER SYSTEM``; ``shared_buffers`` takes
 #: effect from the next start). ``shared_buffers`` is a quarter of the machine's memory, the
 #: starting point PostgreSQL's documentation gives ("Resource Consumption"), at least 1 GB:
-#: the bench database's memory table and HNSW graph alone are ~1.8 GB, and with 1 GB of
-#: buffers the 100k-tenant keyword p50 was 46 ms against 38 ms with 6 GB (in-process, 80
-#: LoCoMo questions). ``effective_cache_size`` is half the memory.
+#: the bench database's memory table and HNSW graph do not fit in less, and keyword search
+#: slows with fewer buffers (``docs/performance.md``, "Embedded PostgreSQL").
+#: ``effective_cache_size`` is half the memory.
 #: ``EMBEDDED_PG_SHARED_BUFFERS`` overrides.
 SERVER_SETTINGS = {
     "shared_buffers": os.environ.get("EMBEDDED_PG_SHARED_BUFFERS") or _share_mb(0.25, 1024),

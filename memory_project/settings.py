@@ -278,7 +278,8 @@ MEMORY_DEFAULT_THRESHOLD = env_float("MEMORY_DEFAULT_THRESHOLD", 0.7)
 MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 100)
 # A starved filtered HNSW scan is retried once this wide (pgvector's maximum is 1000).
 MEMORY_HNSW_EF_SEARCH_MAX = env_int("MEMORY_HNSW_EF_SEARCH_MAX", 1000)
-# Scopes smaller than this are ranked by an exact scan (~2 µs a row) instead of HNSW.
+# Partitions smaller than this are ranked by an exact scan instead of HNSW
+# (docs/performance.md, "Semantic search").
 MEMORY_EXACT_SCAN_MAX_ROWS = env_int("MEMORY_EXACT_SCAN_MAX_ROWS", 2000)
 # Search and recall count their references after the response, on a background thread
 # (memory_project.after_response); off: in the request's thread as the response closes.
@@ -289,8 +290,8 @@ MEMORY_SEARCH_THREADS = env_int("MEMORY_SEARCH_THREADS", 4)
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)
 # torch's intra-op threads for the model. One: on 2 cores shared with PostgreSQL and other
-# workers, two threads spin against each other (measured with one other busy process: a
-# single query 25 ms with one thread, 270 ms with two; batches 140/s vs 70/s). 0: torch decides.
+# workers, two threads spin against each other (docs/performance.md, "Embeddings").
+# 0: torch decides.
 EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # Load the local model when a web worker boots (memory_project/wsgi.py).
 EMBEDDING_WARMUP = env_bool("EMBEDDING_WARMUP", True)

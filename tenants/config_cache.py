@@ -1,14 +1,14 @@
 """Per-process cache of what every search reads about its tenant: settings, the policies in
 force and the project → team → org hierarchy.
 
-A search through REST read them in three queries, about 6 ms of a 33 ms semantic search of
-the 100k-memory bench tenant (profiled in-process). They change rarely, so they are cached
+A search through REST read them in three queries, a sixth of a semantic search (figures:
+``docs/performance.md``, "Caches of the request path"). They change rarely, so they are cached
 per process, keyed by the tenant's ``config_version``:
 
 - triggers (migration ``tenants.0003``) replace ``config_version`` with a new random UUID in
   the transaction that changes the tenant's settings, a policy, an organisation, a team or a
   project, whatever writes it (service, console, admin or plain SQL);
-- every cached read first reads the version (one primary-key lookup, ~0.3 ms) and then, on a
+- every cached read first reads the version (one primary-key lookup) and then, on a
   miss, the data; an entry is therefore never staler than the transaction reading it, and a
   transaction sees its own configuration writes;
 - a version is random, never a counter, so an entry made inside a transaction that then

@@ -1,8 +1,8 @@
 """CPU-heavy work of a request, run where it cannot stall the web workers or other tenants.
 
 A web worker serves every tenant from a few threads that share one interpreter lock. A call
-that burns CPU in pure Python (PII detection on a long, digit-dense text costs up to ~90 µs
-per character) would hold that lock and make every other request of the process wait. Heavy
+that burns CPU in pure Python (PII detection on a long, digit-dense text: ``docs/performance.md``,
+"PII detection") would hold that lock and make every other request of the process wait. Heavy
 work therefore goes through :func:`run_heavy`, which
 
 1. takes one of ``HEAVY_WORK_PER_TENANT`` (2) slots of the calling tenant, counted across all

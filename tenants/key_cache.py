@@ -1,14 +1,14 @@
 """Per-process cache of authenticated API keys, checked against the database on every use.
 
 Authenticating a key took four round trips (open the key's row by prefix, read it with its
-tenant, close the row, enter the tenant): ~4.5 ms of a 33 ms semantic search through REST,
-profiled in-process. A cached key costs one primary-key lookup instead: the tenant's
-``config_version``, which triggers (migrations ``tenants.0003`` and ``tenants.0004``) replace
-in the transaction that creates, revokes, deletes or changes any of the tenant's keys (their
-last use aside), deactivates the tenant or renames it. An entry is served only while that
-version is the one it was made under, the tenant is active and the key has not expired, so
-a revocation is honoured by the next request in every process, exactly as without the
-cache. Entries are keyed by the key's SHA-256 digest; the raw key is never kept.
+tenant, close the row, enter the tenant): a seventh of a semantic search through REST
+(``docs/performance.md``, "Caches of the request path"). A cached key costs one primary-key
+lookup instead: the tenant's ``config_version``, which triggers (migrations ``tenants.0003``
+and ``tenants.0004``) replace in the transaction that creates, revokes, deletes or changes any
+of the tenant's keys (their last use aside), deactivates the tenant or renames it. An entry is
+served only while that version is the one it was made under, the tenant is active and the key
+has not expired, so a revocation is honoured by the next request in every process, exactly as
+without the cache. Entries are keyed by the key's SHA-256 digest; the raw key is never kept.
 """
 
 from __future__ import annotations

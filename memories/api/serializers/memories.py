@@ -221,7 +221,7 @@ class MemorySerializer(serializers.ModelSerializer):
 
     def to_representation(self, instance: Memory) -> dict[str, Any]:
         """The memory in one pass (``memories.api.serializers.representation``); equal to
-        :meth:`field_representation`, about 5x faster."""
+        :meth:`field_representation`, and faster (``docs/performance.md``)."""
         return memory_representation(instance)
 
     def field_representation(self, instance: Memory) -> dict[str, Any]:

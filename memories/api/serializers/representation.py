@@ -1,9 +1,9 @@
 """A memory as the API shows it, built in one pass (the body of ``MemorySerializer``).
 
 DRF renders a serializer field by field: each field looks up its attribute and converts it,
-and a list first deep-copies the declared fields. For the ten memories of a search result that
-took 3.4 ms on the bench machine (in-process, ``MemorySerializer(…, many=True).data`` on the
-bench tenant), a tenth of a whole REST search; this builds the same dictionaries in 0.7 ms.
+and a list first deep-copies the declared fields: for the ten memories of a search result, a
+tenth of a whole REST search. This builds the same dictionaries in a fifth of the time
+(figures: ``docs/performance.md``, "Serialization").
 The serializer still declares every field (schema, documentation), and
 ``tests/memories/test_memory_representation.py`` checks that this output equals DRF's field-by-field
 rendering for memories with every optional part set and unset. DRF documents overriding
