@@ -27,6 +27,7 @@ from governance.services import promotion_block
 from memories.models import ClosedSession, Memory, State
 from memories.retrieval.partition import resolve_identifiers
 from memories.services.deletion import memory_bulk_delete
+from memories.services.lifecycle_config import DEFAULTS
 from memories.services.memory import MemoryInput, memory_bulk_add
 from memory_project.errors import InvalidInput, MemoryNotFound, NotFound, PolicyViolation
 from tenants.audit import audit_record, pseudonym
@@ -35,18 +36,10 @@ from tenants.layers import Layer, LayerIdentifiers
 from tenants.tenant_settings import section
 
 VOLATILE_LAYERS = (Layer.AGENT.value, Layer.SESSION.value)
-DEFAULT_SESSION_CLEANUP: dict[str, Any] = {
-    "autoDelete": False,
-    "retentionPeriod": "7d",
-    "promoteImportant": True,
-    "promotionThreshold": 0.8,
-}
-
-
 def lifecycle_settings(ctx: TenantContext) -> dict[str, Any]:
     """The tenant's ``lifecycle`` settings with seed 001's defaults filled in."""
     lifecycle = dict(section(ctx, "lifecycle").values)
-    lifecycle["sessionCleanup"] = {**DEFAULT_SESSION_CLEANUP,
+    lifecycle["sessionCleanup"] = {**DEFAULTS["sessionCleanup"],
                                    **(lifecycle.get("sessionCleanup") or {})}
     return lifecycle
 

@@ -1,5 +1,5 @@
-"""The tenant's lifecycle settings for importance, decay, consolidation, pruning and retention,
-with seed 001's defaults and light validation.
+"""The tenant's lifecycle settings for importance, decay, consolidation, pruning, retention and
+session cleanup, with seed 001's defaults (all of them here) and light validation.
 
 Shape (``tenant.settings["lifecycle"]``, JSON, camelCase; every key optional)::
 
@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
     "consolidation": {"enabled": True, "similarityThreshold": 0.92,
                       "maxMemoriesBeforeTrigger": 1000, "targetLayers": ["user", "project"]},
     "pruning": {"enabled": True, "minFeedback": 3, "threshold": -0.3},
+    # Seed 001 "Promotion check at session end" (read by ``memories.services.lifecycle``).
+    "sessionCleanup": {"autoDelete": False, "retentionPeriod": "7d", "promoteImportant": True,
+                       "promotionThreshold": 0.8},
 }
 
 
