@@ -209,7 +209,10 @@ def review_decide(ctx: TenantContext, *, item_id: Any, approve: bool, reason: st
         NotFound: no such item in this tenant. ReviewAlreadyDecided: decided before (409).
         InvalidInput: a rejection without a reason.
     """
-    item = ReviewItem.objects.select_for_update().get(pk=_get(ReviewItem, item_id).pk)
+    item = ReviewItem.objects.select_for_update().filter(
+        pk=_get(ReviewItem, item_id).pk).first()
+    if item is None:  # deleted between the lookup and the lock
+        raise NotFound()
     if item.status != ReviewStatus.PENDING:
         raise ReviewAlreadyDecided(details={"status": item.status, "decidedBy": item.decided_by})
     if not approve and not reason.strip():
