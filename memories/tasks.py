@@ -58,7 +58,7 @@ def run_job(self: Any, job: str) -> dict[str, int]:
     """
     _resolve(job)
     queue = (self.request.delivery_info or {}).get("routing_key") or ""
-    tenants = list(each_tenant(f"job:{job}"))
+    tenants = list(each_tenant())
     for tenant in tenants:
         with entry_job(tenant, f"job:{job}") as ctx:
             job_enqueue(ctx, task="memories.tenant_job", args=[job, str(tenant.id)],

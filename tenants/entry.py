@@ -6,7 +6,7 @@ A request enters its tenant through authentication (``tenants.authentication`` f
 
 - :func:`tenant_task`: the body of a Celery task that names a tenant by its id;
 - :func:`tenant_job`: a command or a per-tenant loop that acts as the system for a tenant;
-- :func:`each_tenant`: one :func:`tenant_job` per active tenant;
+- :func:`each_tenant`: the active tenants, to enter one by one with :func:`tenant_job`;
 - :func:`run_in_scope`: work that leaves the request or task that made its context (after
   the response, after commit, chunks of a streamed answer, an in-process caller).
 
@@ -36,7 +36,7 @@ def tenant_job(tenant: Tenant | TenantContext, name: str = "") -> Iterator[Tenan
         yield ctx
 
 
-def each_tenant(name: str) -> Iterator[Tenant]:
+def each_tenant() -> Iterator[Tenant]:
     """The active tenants, in id order (enter each with :func:`tenant_job`)."""
     yield from Tenant.objects.filter(is_active=True).order_by("id")
 

@@ -64,7 +64,11 @@ def _parse(spec: SectionSpec, values: Any, *, strict: bool = False) -> Any:
 
 
 def validate_patch(patch: Any) -> dict[str, Any]:
-    """Check a settings patch section by section; returns it unchanged.
+    """Check a settings patch section by section.
+
+    Returns:
+        ``{section name: its parsed dataclass}`` for the sections the patch names (the patch
+        itself is not changed).
 
     Raises:
         InvalidInput: not an object, text that cannot be stored, an unknown section or key,
@@ -75,13 +79,14 @@ def validate_patch(patch: Any) -> dict[str, Any]:
     problem = unstorable_text(patch)
     if problem:
         raise InvalidInput(f"Invalid settings: {problem}")
+    parsed: dict[str, Any] = {}
     for name, values in patch.items():
         spec = _sections.get(name)
         if spec is None:
             raise InvalidInput(f"Unknown settings section {name!r}.", details={
                 "allowed": {k: sorted(s.keys) for k, s in sorted(_sections.items())}})
-        _parse(spec, values, strict=True)
-    return patch
+        parsed[name] = _parse(spec, values, strict=True)
+    return parsed
 
 
 def section(ctx: TenantContext, name: str) -> Any:

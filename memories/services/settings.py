@@ -44,10 +44,9 @@ def settings_update(ctx: TenantContext, *, patch: Any) -> dict[str, Any]:
         InvalidInput: what the patch's sections refuse, or more than
             :data:`MAX_WEIGHT_SCOPES` scopes with weights after the merge.
     """
-    patch = validate_patch(patch)
-    weights = patch.get("recall", {}).get("scoreWeights")
-    if weights is not None:
-        weights = {scope: validate_weights(value) for scope, value in weights.items()}
+    parsed = validate_patch(patch)
+    if patch.get("recall", {}).get("scoreWeights") is not None:
+        weights = parsed["recall"].score_weights  # checked and normalised by the section
         current = section(ctx, "recall").score_weights
         merged = {**current, **weights}
         if len(merged) > MAX_WEIGHT_SCOPES:

@@ -16,9 +16,9 @@ from tests.contract import (
     call,
     declared_operations,
     expected,
-    missing_tokens,
     refused,
 )
+from tests.cross_tenant_harness import missing_tokens
 from tests.helpers import body, new_key
 
 README = Path(__file__).resolve().parents[2] / "README.md"
