@@ -14,12 +14,14 @@ venv: $(STAMP)
 
 # torch is installed on its own first, pinned, so that nothing can pull the CUDA build.
 # requirements-llm.txt: the local model's runtime and weights, each checked by its hash.
-$(STAMP): requirements.txt requirements-llm.txt
+# clients/python: the typed client and the `memory-agent` command, installed editable.
+$(STAMP): requirements.txt requirements-llm.txt clients/python/pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=python3"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet "torch==$$(sed -n 's/^torch==//p' requirements.txt)"
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements-llm.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e clients/python
 	touch $(STAMP)
 
 run: venv

@@ -174,6 +174,7 @@ INSTALLED_APPS = [
     "graph",
     "summaries",
     "jobs",
+    "agents",  # seed 003 agent memories, post-run extraction, memory-agent
     "console",
     "bench",  # LoCoMo import/evaluation and benchmarks (not product code)
 ]

@@ -1,4 +1,5 @@
-"""URL configuration: the REST API under ``/api/v1/``, OpenAPI, admin, console, health."""
+"""URL configuration: the REST API under ``/api/v1/`` (seed 003's agent memories under
+``/api/agents/``), OpenAPI, admin, console, health."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ urlpatterns = [
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("governance.api.urls")),
     path("api/v1/", include("llm.api.urls")),
+    path("api/agents/", include("agents.api.urls")),
     path("metrics", metrics.metrics_view, name="prometheus-django-metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"),

@@ -71,6 +71,11 @@ CALLS: dict[str, tuple[str, str, Any]] = {
     "review.reject": ("post", "/api/v1/reviews/{review}/reject", {}),
     "audit.list": ("get", "/api/v1/audit", None),
     "llm.usage": ("get", "/api/v1/llm/usage", None),
+    "agent_memory.list": ("get", "/api/agents/{agent}/memories?projectId={project}", None),
+    "agent_memory.add": ("post", "/api/agents/{agent}/memories", {"projectId": "{project}"}),
+    "agent_memory.delete": ("delete", "/api/agents/{agent}/memories/{agent_memory}", None),
+    "agent_memory.clear": ("delete", "/api/agents/{agent}/memories?projectId={project}", None),
+    "agent_memory.extract": ("post", "/api/agents/{agent}/extract", {"projectId": "{project}"}),
     **{f"{level}.{op}": call for level, path in (("org", "orgs"), ("team", "teams"),
                                                   ("project", "projects"))
        for op, call in {

@@ -20,12 +20,16 @@ from tests import cross_tenant_governance as governance_cases
 
 Tokens = dict[str, str]
 SECRET = "Globex launches project Falcon in May"
+#: Where the API is served: seed 001's under /api/v1/, seed 003's agent memories under
+#: /api/agents/.
+API_PREFIXES = ("api/v1/", "api/agents/")
 
 
 def missing_tokens() -> Tokens:
     """Tokens of objects that exist in no tenant."""
     return {"memory": str(uuid7()), "org": "org-nobody", "team": "team-nobody",
-            "project": "proj-nobody", "company": "company-nobody", **governance_cases.MISSING}
+            "project": "proj-nobody", "company": "company-nobody", "agent": "agent-nobody",
+            "agent_memory": str(uuid7()), **governance_cases.MISSING}
 
 
 def streamed(response: Any) -> Any:
@@ -53,10 +57,13 @@ def populate_b(b: Any) -> Tokens:
     b.add(SECRET + " (team)", "team", identifiers={"projectId": "proj-of-b"})
     b.add(SECRET + " (org)", "org", identifiers={"orgId": "org-of-b"})
     b.add(SECRET + " (company)", "company", identifiers={})
+    agent_memory = b.add(SECRET + " (agent)", "agent", identifiers={
+        "agentId": "agent-of-b", "userId": "u1", "projectId": "proj-of-b"})
     with tenant_scope(b.ctx):
         tenant_services.tenant_settings_update(b.ctx, patch={"search": {"defaultThreshold": 0.1}})
     return {"memory": str(memory.pk), "org": "org-of-b", "team": "team-of-b",
-            "project": "proj-of-b", "company": b.tenant.slug, **governance_cases.populate(b)}
+            "project": "proj-of-b", "company": b.tenant.slug, "agent": "agent-of-b",
+            "agent_memory": str(agent_memory.pk), **governance_cases.populate(b)}
 
 
 def normalised(response: Any, replace: Tokens) -> Any:
@@ -76,7 +83,7 @@ def normalised(response: Any, replace: Tokens) -> Any:
 
 
 def _api_url_patterns() -> list[tuple[str, URLPattern]]:
-    """``(full route, pattern)`` of every URL pattern served under /api/v1/."""
+    """``(full route, pattern)`` of every URL pattern of the API (:data:`API_PREFIXES`)."""
     found: list[tuple[str, URLPattern]] = []
 
     def walk(patterns: list[Any], prefix: str) -> None:
@@ -84,7 +91,7 @@ def _api_url_patterns() -> list[tuple[str, URLPattern]]:
             route = prefix + str(pattern.pattern)
             if isinstance(pattern, URLResolver):
                 walk(pattern.url_patterns, route)
-            elif isinstance(pattern, URLPattern) and route.startswith("api/v1/"):
+            elif isinstance(pattern, URLPattern) and route.startswith(API_PREFIXES):
                 found.append((route, pattern))
 
     walk(get_resolver().url_patterns, "")

@@ -4,7 +4,7 @@ Each case is one request made by tenant A that names an object through ``tokens`
 twice: first with tokens that exist nowhere (before tenant B has any data), then with the
 tokens of B's real objects. Both answers must have the same status and, once B's ids are
 replaced by the missing ones, the same JSON body; B's rows must be unchanged afterwards.
-A route under /api/v1/ without a case here fails ``test_it_has_a_case_for_every_route``.
+A route of the API without a case here fails ``test_it_has_a_case_for_every_route``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.http import JsonResponse
 from uuid6 import uuid7
 
 from memories.models import Memory
@@ -256,6 +257,49 @@ governance_cases.register(case, post)
 ALL_CASES = [(route, fn) for route, fns in CASES.items() for fn in fns]
 
 
+# --- agent memories (seed 003) -------------------------------------------------------------
+
+AGENTS = "/api/agents"
+
+
+def _without_id(response: Any) -> Any:
+    """A created item's answer without its fresh id (the only field two creations differ in
+    besides the timestamps ``normalised`` drops)."""
+    data = response.json()
+    data.pop("id", None)
+    return JsonResponse(data, status=response.status_code)
+
+
+@case("agent-memories", "get")
+def list_agent_memories_of_another_tenants_agent(a, t):
+    return a.client.get(f"{AGENTS}/{t['agent']}/memories?projectId={t['project']}&userId=u1")
+
+
+@case("agent-memories", "post")
+def add_agent_memory_in_another_tenants_project(a, t):
+    return _without_id(post(a.client, f"{AGENTS}/{t['agent']}/memories",
+                            {"projectId": t["project"], "content": "x", "userId": "u1"}))
+
+
+@case("agent-memories", "delete")
+def clear_another_tenants_agent_memories(a, t):
+    return a.client.delete(f"{AGENTS}/{t['agent']}/memories?projectId={t['project']}&userId=u1")
+
+
+@case("agent-memory", "delete")
+def delete_another_tenants_agent_memory(a, t):
+    return a.client.delete(f"{AGENTS}/{t['agent']}/memories/{t['agent_memory']}")
+
+
+@case("agent-extract", "post")
+def extract_into_another_tenants_agent(a, t):
+    response = post(a.client, f"{AGENTS}/{t['agent']}/extract",
+                    {"projectId": t["project"], "transcript": "Learning: always x y z."})
+    data = response.json()
+    data.pop("jobId", None)
+    return JsonResponse(data, status=response.status_code)
+
+
 # --- the harness ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("route", "fn"), ALL_CASES,
@@ -267,7 +311,7 @@ def test_it_answers_a_foreign_object_like_a_missing_one(tenant_a, tenant_b, rout
 
     tokens = populate_b(tenant_b)
     before_b = snapshot(tenant_b)
-    assert len(before_b) == 8
+    assert len(before_b) == 9
     settings_b = Tenant.objects.get(pk=tenant_b.tenant.pk).settings
     foreign = fn(tenant_a, tokens)
 
@@ -310,7 +354,8 @@ def test_it_reaches_its_own_objects_through_the_lifecycle_routes(tenant_a, tenan
                                             "reward": -1}).status_code == 200
     assert b.client.post(f"{M}/{tokens['memory']}/restore").json()["restored"] is False
     assert SECRET in streamed(b.client.get("/api/v1/export")).content.decode()
-    assert b.client.delete(f"{M}?userId=u1").json() == {"erased": 2}  # user + session memory
+    # user, session and agent memory
+    assert b.client.delete(f"{M}?userId=u1").json() == {"erased": 3}
 
 
 @pytest.mark.parametrize("method", ["options", "head"])

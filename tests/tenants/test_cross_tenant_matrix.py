@@ -1,5 +1,5 @@
-"""The cross-tenant matrix: every route under /api/v1/ × every HTTP method, built from the
-URL configuration itself, so that a new route is in it without anyone adding it.
+"""The cross-tenant matrix: every API route (/api/v1/, /api/agents/) × every HTTP method,
+built from the URL configuration itself, so that a new route is in it without anyone adding it.
 
 For each route, tenant B gets data (``populate_b``); then, for every method, tenant A sends
 the same request twice: once naming objects that exist nowhere, once naming B's objects
@@ -40,6 +40,7 @@ PATH_TOKENS = {
     ("memory", "pk"): "memory", ("policy", "pk"): "policy", ("review", "pk"): "review",
     ("org", "external_id"): "org", ("team", "external_id"): "team",
     ("project", "external_id"): "project", ("session", "session_id"): "session",
+    ("agent", "agent_name"): "agent", ("agent", "pk"): "agent_memory",
 }
 #: Fields that differ between two otherwise equal answers (fresh ids and times).
 VOLATILE = {"id", "createdAt", "updatedAt", "lastConfirmedAt", "created_at", "updated_at",

@@ -18,7 +18,7 @@ from tests.contract import (
     expected,
     refused,
 )
-from tests.cross_tenant_harness import missing_tokens
+from tests.cross_tenant_harness import API_PREFIXES, missing_tokens
 from tests.helpers import body, new_key
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -34,7 +34,7 @@ def _api_routes() -> list[tuple[Any, dict[str, str]]]:
             if isinstance(pattern, URLResolver):
                 walk(pattern.url_patterns, prefix + str(pattern.pattern))
             elif isinstance(pattern, URLPattern) and (prefix + str(pattern.pattern)).startswith(
-                    "api/v1/"):
+                    API_PREFIXES):
                 callback = pattern.callback
                 cls = callback.cls
                 actions = getattr(callback, "actions", None) or {

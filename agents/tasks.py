@@ -1,0 +1,27 @@
+"""Celery tasks of the agents app: thin wrappers that enter the tenant's scope and call a
+service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from agents.services import EXTRACT_TASK, agent_learnings_store
+from memories.tasks import TASK_OPTIONS
+from tenants.entry import tenant_task
+
+
+@shared_task(name=EXTRACT_TASK, **TASK_OPTIONS)
+def extract_learnings(tenant_id: str, *, identifiers: dict[str, str],
+                      transcript: str) -> dict[str, Any]:
+    """Post-run extraction for one agent+project (``agents.services.agent_learnings_store``).
+
+    Returns ``{"stored": n, "known": n, "refused": n, "fallback": bool}``.
+    """
+    def body(ctx: Any) -> dict[str, Any]:
+        outcome = agent_learnings_store(ctx, identifiers=identifiers, transcript=transcript)
+        return {"stored": len(outcome.stored), "known": outcome.known,
+                "refused": outcome.refused, "fallback": outcome.fallback}
+
+    return tenant_task(tenant_id, "agent-extraction", body)
