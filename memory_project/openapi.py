@@ -79,7 +79,7 @@ def error_responses(result: dict[str, Any], generator: Any, request: Any,
     result.setdefault("components", {}).setdefault("schemas", {})["ErrorEnvelope"] = ENVELOPE
     ref = {"$ref": "#/components/schemas/ErrorEnvelope"}
     for path, operations in result.get("paths", {}).items():
-        if not path.startswith("/api/v1/"):
+        if not path.startswith(("/api/v1/", "/api/agents/")):
             continue
         for method, operation in operations.items():
             statuses = dict(COMMON)

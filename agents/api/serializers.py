@@ -4,11 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.records import source_of
+from agents.services import MAX_TRANSCRIPT_CHARS
 from memories.models import Memory
-from memory_project.validation import StrictCharField
+from memory_project.validation import IDENTIFIER_PATTERN, StrictCharField
+from tenants.layers import MAX_IDENTIFIER_LENGTH
+
+#: Text with at least one character that is not whitespace, without NUL.
+TEXT = {"type": "string", "minLength": 1, "pattern": IDENTIFIER_PATTERN}
+
+
+@extend_schema_field({**TEXT, "maxLength": MAX_IDENTIFIER_LENGTH})
+class IdentifierField(StrictCharField):
+    """A ``projectId`` or ``userId`` (the services check it)."""
+
+
+@extend_schema_field(TEXT)
+class ContentField(StrictCharField):
+    """A memory's content (the memory services check length and policies)."""
+
+
+@extend_schema_field({**TEXT, "maxLength": MAX_TRANSCRIPT_CHARS})
+class TranscriptField(StrictCharField):
+    """What the agent did, as plain text (``agents.services.validate_transcript``)."""
 
 
 class AgentMemorySerializer(serializers.Serializer):
@@ -19,7 +40,8 @@ class AgentMemorySerializer(serializers.Serializer):
     agentName = serializers.CharField(source="agent_id", read_only=True)
     projectId = serializers.CharField(source="project_id", read_only=True)
     content = serializers.CharField(read_only=True)
-    source = serializers.SerializerMethodField()
+    # An API field named like Field.source: DRF's metaclass moves declared fields off the class.
+    source = serializers.SerializerMethodField()  # type: ignore[assignment]
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
 
     def get_source(self, memory: Memory) -> str:
@@ -31,18 +53,19 @@ class AgentMemoryCreateSerializer(serializers.Serializer):
     """Body of ``POST /api/agents/{agentName}/memories`` (seed 003: ``{projectId, content}``).
     ``source`` defaults to ``manual``; ``userId`` keeps memories per user the agent serves."""
 
-    projectId = StrictCharField(required=False, allow_blank=True)
-    content = StrictCharField(trim_whitespace=False)
-    source = serializers.ChoiceField(choices=["manual", "system"], default="manual")
-    userId = StrictCharField(required=False)
+    projectId = IdentifierField()
+    content = ContentField(trim_whitespace=False)
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=["manual", "system"], default="manual")
+    userId = IdentifierField(required=False)
 
 
 class AgentExtractSerializer(serializers.Serializer):
     """Body of ``POST /api/agents/{agentName}/extract``: the run's transcript (plain text)."""
 
-    projectId = StrictCharField(required=False, allow_blank=True)
-    transcript = StrictCharField(trim_whitespace=False, allow_blank=True)
-    userId = StrictCharField(required=False)
+    projectId = IdentifierField()
+    transcript = TranscriptField(trim_whitespace=False)
+    userId = IdentifierField(required=False)
 
 
 def agent_memories(memories: list[Memory]) -> list[dict[str, Any]]:

@@ -26,11 +26,18 @@ from agents.api.serializers import (
     AgentMemorySerializer,
     agent_memories,
 )
+from agents.records import AGENT_NAME
 from memories.api.params import only_params
+from memory_project.validation import IDENTIFIER_PATTERN
 from tenants.context import require_context
+from tenants.layers import MAX_IDENTIFIER_LENGTH
 
-_QUERY = [OpenApiParameter("projectId", str, required=True),
-          OpenApiParameter("userId", str, required=False)]
+_NAME = OpenApiParameter("agent_name", str, OpenApiParameter.PATH, pattern=AGENT_NAME.pattern,
+                         description="The agent's name.")
+_IDENTIFIER = {"type": "string", "minLength": 1, "maxLength": MAX_IDENTIFIER_LENGTH,
+               "pattern": IDENTIFIER_PATTERN}
+_QUERY = [_NAME, *(OpenApiParameter(name, _IDENTIFIER, required=name == "projectId",
+                                    allow_blank=False) for name in ("projectId", "userId"))]
 
 
 class AgentMemoriesView(APIView):
@@ -50,7 +57,8 @@ class AgentMemoriesView(APIView):
             user_id=request.query_params.get("userId"))
         return Response({"memories": agent_memories(rows)})
 
-    @extend_schema(request=AgentMemoryCreateSerializer, responses={201: AgentMemorySerializer})
+    @extend_schema(parameters=[_NAME], request=AgentMemoryCreateSerializer,
+                   responses={201: AgentMemorySerializer})
     def post(self, request: Request, agent_name: str) -> Response:
         """Store a memory of the agent with ``source: "manual"`` (or ``"system"``)."""
         only_params(request, set())
@@ -78,7 +86,7 @@ class AgentMemoryView(APIView):
 
     operation_name = {"delete": "agent_memory.delete"}
 
-    @extend_schema(responses={204: None})
+    @extend_schema(parameters=[_NAME], responses={204: None})
     def delete(self, request: Request, agent_name: str, pk: str) -> Response:
         """Delete the memory; idempotent (a missing id answers 204 too)."""
         only_params(request, set())
@@ -91,7 +99,8 @@ class AgentExtractView(APIView):
 
     operation_name = {"post": "agent_memory.extract"}
 
-    @extend_schema(request=AgentExtractSerializer, responses={202: inline_serializer(
+    @extend_schema(parameters=[_NAME], request=AgentExtractSerializer,
+                   responses={202: inline_serializer(
         "AgentExtractAccepted", {"jobId": serializers.CharField(),
                                  "status": serializers.CharField()})})
     def post(self, request: Request, agent_name: str) -> Response:

@@ -126,7 +126,7 @@ def test_a_missing_project_id_is_a_clear_400_and_stores_nothing(tenant_a: Any) -
     assert_error(tenant_a.client.get(url), 400, "MISSING_IDENTIFIER")
     assert_error(tenant_a.client.delete(url), 400, "MISSING_IDENTIFIER")
     assert_error(tenant_a.client.post(url, {"content": "no project"}, format="json"), 400,
-                 "MISSING_IDENTIFIER")
+                 "INVALID_INPUT")
     assert_error(tenant_a.client.post(url, {"projectId": "p1"}, format="json"), 400)
     assert_error(tenant_a.client.post(url, {"projectId": 5, "content": "x"}, format="json"),
                  400, "INVALID_INPUT")

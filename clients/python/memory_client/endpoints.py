@@ -7,6 +7,7 @@ Paths and shapes are those of the service's OpenAPI document (``/api/schema/``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -38,7 +39,8 @@ class Endpoints(Generic[R]):
             "metadata": metadata, **fields}))
 
     def get(self, memory_id: str) -> R:
-        """``GET /api/v1/memories/{id}``; :class:`~memory_client.errors.NotFound` if absent."""
+        """``GET /api/v1/memories/{id}``: ``{"memory": {...}}``;
+        :class:`~memory_client.errors.NotFound` if absent."""
         return self._send("GET", f"/api/v1/memories/{quote(memory_id, safe='')}")
 
     def update(self, memory_id: str, *, content: str | None = None,
@@ -59,12 +61,13 @@ class Endpoints(Generic[R]):
             "layer": layer, "limit": limit, "cursor": cursor, **(identifiers or {})}))
 
     def search(self, query: str, *, identifiers: dict[str, str] | None = None,
-               layers: list[str] | None = None, limit: int | None = None,
+               layers: Sequence[str] | None = None, limit: int | None = None,
                threshold: float | None = None, mode: str | None = None,
                **fields: Any) -> R:
         """``POST /api/v1/memories/search``: ``{"results": [{"memory", "score", ...}]}``."""
         return self._send("POST", "/api/v1/memories/search", json=_clean({
-            "query": query, "identifiers": identifiers or {}, "layers": layers,
+            "query": query, "identifiers": identifiers or {},
+            "layers": None if layers is None else [*layers],
             "limit": limit, "threshold": threshold, "mode": mode, **fields}))
 
     def recall(self, query: str, *, identifiers: dict[str, str] | None = None,
