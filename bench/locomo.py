@@ -125,7 +125,21 @@ def questions(sample: dict[str, Any]) -> Iterator[Question]:
             yield Question(str(sample["sample_id"]), str(qa["question"]), int(category), evidence)
 
 
-def recall_at_k(retrieved: list[str], evidence: tuple[str, ...], k: int) -> float:
-    """Fraction of the evidence turns found among the first ``k`` retrieved ``dia_id``s."""
-    top = set(retrieved[:k])
+def recall_at_k(retrieved: list[str] | list[tuple[str, ...]], evidence: tuple[str, ...],
+                k: int) -> float:
+    """Fraction of the evidence turns found among the first ``k`` retrieved memories: each a
+    ``dia_id`` (an imported turn) or the tuple of ``dia_id``s it was extracted from (a
+    memory of conversation ingestion, :func:`cited_turns`)."""
+    top: set[str] = set()
+    for item in retrieved[:k]:
+        top.update((item,) if isinstance(item, str) else item)
     return sum(1 for e in evidence if e in top) / len(evidence)
+
+
+def cited_turns(metadata: dict[str, Any]) -> tuple[str, ...]:
+    """The LoCoMo turns a memory stands for: an imported turn's ``diaId``, or the message ids
+    (``sourceMessages``) a memory extracted by conversation ingestion cites."""
+    cited = metadata.get("sourceMessages")
+    if isinstance(cited, list) and cited:
+        return tuple(str(c) for c in cited)
+    return (str(metadata.get("diaId")),)

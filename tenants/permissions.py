@@ -101,6 +101,7 @@ PERMISSIONS: dict[str, tuple[str, str, Rule]] = {
     "agent_memory.clear": ("DELETE", "/api/agents/{name}/memories?projectId=…",
                            Rule(_W, True)),
     "agent_memory.extract": ("POST", "/api/agents/{name}/extract", Rule(_W, True)),
+    "conversation.ingest": ("POST", "/conversations", Rule(_W, True)),
     "org.list": ("GET", "/orgs", Rule(_R, True)),
     "org.get": ("GET", "/orgs/{id}", Rule(_R, True)),
     "org.create": ("POST", "/orgs", Rule(_M, False)),

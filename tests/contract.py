@@ -76,6 +76,8 @@ CALLS: dict[str, tuple[str, str, Any]] = {
     "agent_memory.delete": ("delete", "/api/agents/{agent}/memories/{agent_memory}", None),
     "agent_memory.clear": ("delete", "/api/agents/{agent}/memories?projectId={project}", None),
     "agent_memory.extract": ("post", "/api/agents/{agent}/extract", {"projectId": "{project}"}),
+    "conversation.ingest": ("post", "/api/v1/conversations",
+                            {"layer": "project", "identifiers": {"projectId": "{project}"}}),
     **{f"{level}.{op}": call for level, path in (("org", "orgs"), ("team", "teams"),
                                                   ("project", "projects"))
        for op, call in {

@@ -7,10 +7,13 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agents.conversations import MAX_REQUEST_MESSAGES, ROLES
 from agents.records import source_of
 from agents.services import MAX_TRANSCRIPT_CHARS
+from llm.purposes.memories import MAX_MESSAGE_CHARS
+from memories.api.serializers.memories import IdentifiersField, LayerField
 from memories.models import Memory
-from memory_project.validation import IDENTIFIER_PATTERN, StrictCharField
+from memory_project.validation import IDENTIFIER_PATTERN, STORABLE_TEXT_PATTERN, StrictCharField
 from tenants.layers import MAX_IDENTIFIER_LENGTH
 
 #: Text with at least one character that is not whitespace, without NUL.
@@ -71,3 +74,35 @@ class AgentExtractSerializer(serializers.Serializer):
 def agent_memories(memories: list[Memory]) -> list[dict[str, Any]]:
     """``memories`` as seed 003 items."""
     return list(AgentMemorySerializer(memories, many=True).data)
+
+
+MESSAGE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["role", "content"],
+    "properties": {
+        "role": {"type": "string", "enum": list(ROLES)},
+        "content": {**TEXT, "maxLength": MAX_MESSAGE_CHARS},
+        "name": {"type": "string", "maxLength": 100, "pattern": STORABLE_TEXT_PATTERN},
+        "createdAt": {"type": "string", "format": "date-time"},
+        "id": {"type": "string", "maxLength": 200, "pattern": STORABLE_TEXT_PATTERN},
+    },
+}
+
+
+@extend_schema_field({"type": "array", "minItems": 1, "maxItems": MAX_REQUEST_MESSAGES,
+                      "items": MESSAGE_SCHEMA})
+class MessagesField(serializers.JSONField):
+    """The conversation (``agents.conversations.validate_messages`` checks it)."""
+
+
+class ConversationSerializer(serializers.Serializer):
+    """Body of ``POST /api/v1/conversations``: messages, and whose memories they become
+    (``layer``, default ``user``, and its identifiers)."""
+
+    messages = MessagesField()
+    layer = LayerField(default="user")
+    identifiers = IdentifiersField(required=False, default=dict)
+    referenceTime = serializers.DateTimeField(
+        required=False, allow_null=True, default=None,
+        help_text="the time relative dates are resolved against; default: now")

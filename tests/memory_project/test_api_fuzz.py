@@ -55,6 +55,7 @@ CROSS_FIELD_RULES = {
     "POST /api/v1/teams": "the parent org must exist",
     "POST /api/v1/projects": "the parent team must exist",
     "PATCH /api/v1/settings": "each section validates its own keys and ranges",
+    "POST /api/v1/conversations": _IDENTIFIERS,
 }
 
 

@@ -300,6 +300,16 @@ def extract_into_another_tenants_agent(a, t):
     return JsonResponse(data, status=response.status_code)
 
 
+@case("conversation-list", "post")
+def ingest_into_another_tenants_project(a, t):
+    response = post(a.client, "/api/v1/conversations", {
+        "layer": "project", "identifiers": {"projectId": t["project"]},
+        "messages": [{"role": "user", "name": "Ana", "content": "I live in Lisbon."}]})
+    data = response.json()
+    data.pop("jobId", None)
+    return JsonResponse(data, status=response.status_code)
+
+
 # --- the harness ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("route", "fn"), ALL_CASES,

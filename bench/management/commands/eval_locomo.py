@@ -18,7 +18,7 @@ import numpy as np
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from bench.locomo import CATEGORY_NAMES, load_samples, questions, recall_at_k
+from bench.locomo import CATEGORY_NAMES, cited_turns, load_samples, questions, recall_at_k
 from memories.models import Memory
 from memories.retrieval.recall import RecallRequest, memory_recall
 from memories.retrieval.search import Mode, SearchRequest, memory_search
@@ -69,7 +69,7 @@ def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
             start = time.perf_counter()
             memories = retrieve(ctx, mode, q.sample_id, q.question, depth, threshold)
             latencies.append((time.perf_counter() - start) * 1000)
-            retrieved = [str((m.metadata or {}).get("diaId")) for m in memories]
+            retrieved = [cited_turns(m.metadata or {}) for m in memories]
             for k in ks:
                 value = recall_at_k(retrieved, q.evidence, k)
                 scores[CATEGORY_NAMES[q.category]][k].append(value)

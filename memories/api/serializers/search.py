@@ -16,8 +16,9 @@ from memories.api.serializers.memories import (
 from memories.retrieval.filters import OPERATORS, MetadataFilter
 from memories.retrieval.recall import Recalled, RecallRequest
 from memories.retrieval.search import MAX_LIMIT, Mode, SearchHit, SearchRequest
+from memories.services.supersede import superseded_chain
 from memory_project.errors import InvalidInput
-from memory_project.validation import JSON_OBJECT
+from memory_project.validation import JSON_OBJECT, StrictBooleanField
 from tenants.layers import LayerIdentifiers
 
 
@@ -88,6 +89,10 @@ class SearchRequestSerializer(_RetrievalSerializer):
                                        validators=[_finite], min_value=0, max_value=1,
                                        help_text="cosine similarity in [0, 1]; default 0.7")
     mode = ModeField(required=False, default="hybrid", help_text="semantic | keyword | hybrid")
+    includeSuperseded = StrictBooleanField(
+        required=False, default=False,
+        help_text="add to each result the memories it superseded (``superseded``, newest "
+                  "first): the facts a conversation replaced, e.g. an old address")
 
     def to_request(self) -> SearchRequest:
         data = self.validated_data
@@ -113,10 +118,15 @@ class RecallRequestSerializer(_RetrievalSerializer):
         return RecallRequest(topic=topic, min_confidence=data.get("minConfidence"), **common)
 
 
-def search_results(found: list[SearchHit]) -> list[dict[str, Any]]:
+def search_results(found: list[SearchHit], *, include_superseded: bool = False
+                   ) -> list[dict[str, Any]]:
     """Search results: each memory, its score, layer and the parts of the score (the
-    memories serialized together: DRF builds a serializer's fields once per list)."""
+    memories serialized together: DRF builds a serializer's fields once per list). With
+    ``include_superseded``, each also carries ``superseded``: the memories it replaced,
+    newest first (``memories.services.supersede.superseded_chain``)."""
     memories = MemorySerializer([c.memory for c in found], many=True).data
+    chains = [MemorySerializer(superseded_chain(c.memory), many=True).data
+              if include_superseded else None for c in found]
     return [
         {
             "memory": memory,
@@ -127,8 +137,9 @@ def search_results(found: list[SearchHit]) -> list[dict[str, Any]]:
             "keywordScore": cand.keyword_score,
             "keywordRank": cand.keyword_rank,
             "rrf": cand.rrf,
+            **({"superseded": chain} if chain is not None else {}),
         }
-        for cand, memory in zip(found, memories, strict=True)
+        for cand, memory, chain in zip(found, memories, chains, strict=True)
     ]
 
 

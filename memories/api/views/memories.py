@@ -327,7 +327,8 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         references.memory_references_record_after_response(
             ctx, memory_ids=[c.memory.pk for c in found.results])
         response = Response({
-            "results": search_results(found.results),
+            "results": search_results(
+                found.results, include_superseded=body.validated_data["includeSuperseded"]),
             "totalCount": found.total_count,
             "searchedLayers": [layer.value for layer in found.searched_layers],
         })
