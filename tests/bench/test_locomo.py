@@ -246,3 +246,20 @@ def test_eval_runs_every_mode(tenant_a, locomo_file, mode) -> None:
 def test_load_samples_reads_the_file(locomo_file) -> None:
     samples = load_samples(locomo_file)
     assert [s["sample_id"] for s in samples] == ["conv-1", "conv-2"]
+
+
+# --- conversation ingestion --------------------------------------------------------------
+
+def test_ingest_locomo_feeds_sessions_and_eval_credits_the_cited_turns(tenant_a,
+                                                                       locomo_file) -> None:
+    out, _ = run("ingest_locomo", locomo_file, tenant=tenant_a.tenant.slug)
+    assert "fed 11 turns of 2 conversations" in out and "(offline fallback)" in out
+    with tenant_scope(tenant_a.ctx):
+        stored = {m.content: m.metadata for m in Memory.objects.filter(project_id="conv-1")}
+    biscuit = stored["Caroline: My dog Biscuit is a Weimaraner puppy."]
+    assert biscuit["sourceMessages"] == ["D1:3"]
+    assert biscuit["source"] == {"type": "conversation"}
+    assert "Caroline: Hey Mel, how was your week?" not in stored  # a question is no fact
+    report, _ = run("eval_locomo", locomo_file, tenant=tenant_a.tenant.slug, k="10",
+                    mode="keyword", json=True)
+    assert json.loads(report)["recall"]["single-hop"]["10"] == 1.0

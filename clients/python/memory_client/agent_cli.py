@@ -69,7 +69,8 @@ def inject(args: argparse.Namespace) -> int:
         return 0
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(render(args.agent, args.project, memories), encoding="utf-8")
-    print(f"memory-agent: wrote {len(memories)} memories to {target}")
+    print(f"memory-agent: wrote {len(memories)} memor{'y' if len(memories) == 1 else 'ies'} "
+          f"to {target}")
     return 0
 
 
