@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.slow,
 SCRIPT = str(Path(sys.executable).with_name("memory-mcp"))
 USER = {"userId": "maria"}
 TOOLS = {"memory_add", "memory_search", "memory_recall", "memory_get", "memory_update",
-         "memory_delete", "memory_list", "agent_memories", "agent_memory_add", "agent_extract"}
+         "memory_delete", "memory_list", "agent_memories", "agent_memory_add", "agent_extract",
+         "conversation_ingest"}
 
 
 @pytest.fixture(autouse=True)
@@ -100,6 +101,10 @@ async def scenario(client: Client) -> dict[str, Any]:
         seen["extract"] = (await client.call_tool("agent_extract", {
             "agent": "coder", "project_id": "p1",
             "transcript": "Learning: the docs build needs make docs."})).structured_content
+        seen["ingest"] = (await client.call_tool("conversation_ingest", {
+            "identifiers": USER, "messages": [
+                {"role": "user", "name": "Maria", "content": "I adopted a cat named Pixel."}]})
+                          ).structured_content
         seen["wrong_type"] = await client.call_tool("memory_search", {"query": 5, "limit": "x"})
         seen["bad_layer"] = await client.call_tool("memory_add", {"content": "x",
                                                                   "layer": "galaxy"})
@@ -127,6 +132,7 @@ def check(seen: dict[str, Any]) -> None:
     assert [m["content"] for m in seen["agent"]["memories"]] == ["Run make lint first"]
     assert seen["agent_resource"] == seen["agent"]
     assert seen["extract"]["status"] == "queued"
+    assert seen["ingest"]["status"] == "queued" and seen["ingest"]["messages"] == 1
     assert seen["wrong_type"].is_error
     assert seen["bad_layer"].is_error and "layer" in seen["bad_layer"].content[0].text
     assert seen["no_user"].is_error

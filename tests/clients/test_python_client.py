@@ -69,6 +69,10 @@ def test_agent_memories_round_trip(live_server: Any, tenant_a: Any) -> None:
         client.agent_memory_add("coder", project_id="p1", content="Run the quick lane first")
         assert client.agent_memories_clear("coder", project_id="p1") is None
         assert client.agent_memories("coder", project_id="p1")["memories"] == []
+        ingested = client.ingest_conversation(
+            [{"role": "user", "name": "Maria", "content": "I live in Porto."}],
+            identifiers=USER)
+        assert ingested["status"] == "queued" and ingested["messages"] == 1
         queued = client.agent_extract("coder", project_id="p1",
                                       transcript="Learning: always run make lint first.")
         assert queued["status"] == "queued" and queued["jobId"]

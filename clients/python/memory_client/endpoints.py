@@ -76,6 +76,15 @@ class Endpoints(Generic[R]):
         return self._send("POST", "/api/v1/memories/recall", json=_clean({
             "query": query, "identifiers": identifiers or {}, "limit": limit, **fields}))
 
+    def ingest_conversation(self, messages: Sequence[dict[str, Any]], *, layer: str = "user",
+                            identifiers: dict[str, str] | None = None,
+                            reference_time: str | None = None) -> R:
+        """``POST /api/v1/conversations``: ``{"jobId", "status": "queued", "messages": n}``;
+        each message is ``{"role", "content", "name"?, "createdAt"?, "id"?}``."""
+        return self._send("POST", "/api/v1/conversations", json=_clean({
+            "messages": [*messages], "layer": layer, "identifiers": identifiers or {},
+            "referenceTime": reference_time}))
+
     # -- agent memories (seed 003) -------------------------------------------------------
     def agent_memories(self, agent: str, *, project_id: str, user_id: str | None = None) -> R:
         """``GET /api/agents/{agent}/memories``: ``{"memories": [...]}``, the 50 most recent."""

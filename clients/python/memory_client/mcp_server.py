@@ -1,7 +1,7 @@
 """``memory-mcp``: the memory service as a Model Context Protocol server (official ``mcp`` SDK).
 
-Tools: add, search, recall, get, update, delete and list memories, and seed 003's agent
-memories (list, add, post-run extraction); resources: a memory (``memory://memories/{id}``)
+Tools: add, search, recall, get, update, delete and list memories, conversation ingestion,
+and seed 003's agent memories (list, add, post-run extraction); resources: a memory (``memory://memories/{id}``)
 and an agent's memories of a project (``memory://agents/{agent}/projects/{project}``). Each
 call goes to the service's REST API (``--url``/``MEMORY_SERVICE_URL``) with the caller's API
 key, so the service's own tenant isolation, roles, policies and rate limits apply unchanged;
@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from memory_client.client import AsyncMemoryClient
 from memory_client.errors import MemoryServiceError
@@ -150,6 +150,28 @@ async def memory_list(
     """A layer's memories, newest first, one page at a time."""
     return dict(await _call(ctx, "list", layer=layer, identifiers=identifiers, limit=limit,
                             cursor=cursor))
+
+
+class ChatMessage(BaseModel):
+    """One message of a conversation."""
+
+    role: Literal["user", "assistant", "system", "tool"]
+    content: Annotated[str, Field(min_length=1, max_length=4000)]
+    name: Annotated[str | None, Field(description="Who said it, e.g. the user's name.")] = None
+
+
+@server.tool()
+async def conversation_ingest(
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=500)],
+    identifiers: Identifiers = None,
+    layer: Annotated[LayerName, Field(description="Whose memories they become.")] = "user",
+    ctx: Context | None = None,
+) -> dict[str, Any]:
+    """Queue a conversation for memory extraction: new facts are added, facts that contradict
+    stored ones supersede them, known ones are skipped. Returns {"jobId", "status"}."""
+    payload = [m.model_dump(exclude_none=True) for m in messages]
+    return dict(await _call(ctx, "ingest_conversation", payload, layer=layer,
+                            identifiers=identifiers))
 
 
 AgentName = Annotated[str, Field(description="The agent's name (letters, digits, . _ - :).")]
