@@ -162,7 +162,7 @@ def agent_learnings_store(ctx: TenantContext, *, identifiers: dict[str, str],
     """
     scope = LayerIdentifiers.from_mapping(identifiers)
     extraction = extract_learnings(ctx, transcript=transcript)
-    texts = [item.text for item in extraction.learnings]
+    texts = [item.text for item in extraction.value]
     vectors = embed_texts(ctx.tenant_id, texts) if texts else []
     stored: list[Memory] = []
     known = refused = 0

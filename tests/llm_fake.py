@@ -117,3 +117,17 @@ def fake_llm() -> Iterator[FakeLLM]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def configured_fake_llm(settings: Any) -> Iterator[FakeLLM]:
+    """A running fake server that the service is configured to use: model ``fake-model``,
+    2 s per call for every purpose, and a price, so usage is counted in money too."""
+    with fake_llm() as server:
+        settings.LLM_OFFLINE = False
+        settings.LLM_BASE_URL = server.url
+        settings.LLM_MODEL = "fake-model"
+        settings.LLM_TIMEOUTS = json.dumps({purpose: 2 for purpose in (
+            "entities", "summarize", "memories", "query", "learnings")})
+        settings.LLM_PRICES = '{"fake-model": {"prompt": 1.0, "completion": 2.0}}'
+        yield server

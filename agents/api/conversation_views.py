@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -11,8 +9,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.api.serializers import ConversationSerializer
+from agents.api.views import validated
 from agents.conversations import conversation_ingest_enqueue
-from memories.api.params import only_params
 from tenants.context import require_context
 from tenants.layers import LayerIdentifiers
 
@@ -30,10 +28,7 @@ class ConversationView(APIView):
     def post(self, request: Request) -> Response:
         """202 ``{"jobId", "status": "queued", "messages": n}``; ``jobId`` is the Celery
         task id."""
-        only_params(request, set())
-        body = ConversationSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data: dict[str, Any] = dict(body.validated_data)
+        data = validated(ConversationSerializer, request)
         identifiers = data["identifiers"]
         if not isinstance(identifiers, LayerIdentifiers):  # the field's default, ``{}``
             identifiers = LayerIdentifiers.from_mapping(identifiers)

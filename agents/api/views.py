@@ -36,6 +36,18 @@ _NAME = OpenApiParameter("agent_name", str, OpenApiParameter.PATH, pattern=AGENT
                          description="The agent's name.")
 _IDENTIFIER = {"type": "string", "minLength": 1, "maxLength": MAX_IDENTIFIER_LENGTH,
                "pattern": IDENTIFIER_PATTERN}
+def validated(serializer: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The request body checked by ``serializer``.
+
+    Raises:
+        ValidationError: the body does not fit (400 ``INVALID_INPUT`` in the envelope).
+    """
+    only_params(request, set())
+    body = serializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    return dict(body.validated_data)
+
+
 _QUERY = [_NAME, *(OpenApiParameter(name, _IDENTIFIER, required=name == "projectId",
                                     allow_blank=False) for name in ("projectId", "userId"))]
 
@@ -61,10 +73,7 @@ class AgentMemoriesView(APIView):
                    responses={201: AgentMemorySerializer})
     def post(self, request: Request, agent_name: str) -> Response:
         """Store a memory of the agent with ``source: "manual"`` (or ``"system"``)."""
-        only_params(request, set())
-        body = AgentMemoryCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data: dict[str, Any] = dict(body.validated_data)
+        data = validated(AgentMemoryCreateSerializer, request)
         memory = services.agent_memory_add(
             require_context(), agent_name=agent_name, project_id=data.get("projectId"),
             content=data["content"], source=data["source"], user_id=data.get("userId"))
@@ -106,10 +115,7 @@ class AgentExtractView(APIView):
     def post(self, request: Request, agent_name: str) -> Response:
         """A Celery worker extracts the learnings and stores the new ones with
         ``source: "extraction"``; ``jobId`` is the Celery task id."""
-        only_params(request, set())
-        body = AgentExtractSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data: dict[str, Any] = dict(body.validated_data)
+        data = validated(AgentExtractSerializer, request)
         job_id = services.agent_extraction_enqueue(
             require_context(), agent_name=agent_name, project_id=data.get("projectId"),
             transcript=data["transcript"], user_id=data.get("userId"))

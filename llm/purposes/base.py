@@ -14,7 +14,7 @@ import re
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -34,6 +34,13 @@ STOPWORDS = frozenset({
     "had", "will", "would", "can", "could", "should", "may", "might", "must", "also",
     "just", "very", "more", "most", "some", "any", "all", "each", "every",
 })
+
+
+class Schema(BaseModel):
+    """Base of the purposes' output schemas: a property the schema does not name is an
+    error (``additionalProperties: false`` in the ``response_format``)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class InvalidOutput(ValueError):

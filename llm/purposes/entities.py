@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from llm.purposes.base import DATA_RULE, JSON_RULE, InvalidOutput, Purpose, data_block
+from llm.purposes.base import DATA_RULE, JSON_RULE, InvalidOutput, Purpose, Schema, data_block
 from llm.purposes.nlp import nlp
 from llm.runner import run
 from tenants.context import TenantContext
@@ -78,21 +78,18 @@ class EntityExtraction:
     fallback: bool = False
 
 
-class _Entity(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Entity(Schema):
     name: str = Field(min_length=1, max_length=100)
     type: Literal[ENTITY_TYPES]  # type: ignore[valid-type]
 
 
-class _Relation(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Relation(Schema):
     source: str = Field(min_length=1, max_length=100)
     target: str = Field(min_length=1, max_length=100)
     type: Literal[RELATION_TYPES]  # type: ignore[valid-type]
 
 
-class _Output(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Output(Schema):
     entities: list[_Entity] = Field(max_length=15)
     relations: list[_Relation] = Field(max_length=10)
 

@@ -20,18 +20,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from llm.purposes.base import (
     DATA_RULE,
     JSON_RULE,
     InvalidOutput,
     Purpose,
+    Schema,
     content_words,
     data_block,
     supported,
 )
-from llm.runner import run
+from llm.runner import Result, run
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 
@@ -56,14 +57,12 @@ class Learning:
     chunk_indexes: tuple[int, ...]
 
 
-class _Learning(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Learning(Schema):
     text: str = Field(min_length=3, max_length=300)
     chunks: list[int] = Field(min_length=1, max_length=5)
 
 
-class _Output(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Output(Schema):
     learnings: list[_Learning] = Field(max_length=MAX_LEARNINGS)
 
 
@@ -149,19 +148,11 @@ class LearningsPurpose(Purpose[tuple[str, ...], tuple[Learning, ...]]):
 PURPOSE = LearningsPurpose()
 
 
-@dataclass(frozen=True)
-class LearningsExtraction:
-    """The learnings, the model that found them, and whether the offline fallback did."""
-
-    learnings: tuple[Learning, ...]
-    model: str
-    fallback: bool
-
-
 def extract_learnings(ctx: TenantContext, *, transcript: str,
-                      layer: str | None = "agent") -> LearningsExtraction:
+                      layer: str | None = "agent") -> Result[tuple[Learning, ...]]:
     """The learnings of an agent run from its ``transcript`` (plain text) for ``ctx``'s
-    tenant. Never raises for the model's failures (the offline fallback answers).
+    tenant: ``value`` (the learnings), ``model`` and ``fallback`` (whether the offline
+    fallback found them). Never raises for the model's failures (the fallback answers).
 
     Raises:
         InvalidInput: the transcript holds no text.
@@ -169,5 +160,4 @@ def extract_learnings(ctx: TenantContext, *, transcript: str,
     chunks = transcript_chunks(transcript)
     if not chunks:
         raise InvalidInput("The transcript holds no text to extract learnings from.")
-    result = run(ctx, PURPOSE, chunks, layer=layer)
-    return LearningsExtraction(result.value, result.model, result.fallback)
+    return run(ctx, PURPOSE, chunks, layer=layer)

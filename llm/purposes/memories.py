@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from llm.purposes.base import (
     DATA_RULE,
     JSON_RULE,
     InvalidOutput,
     Purpose,
+    Schema,
     content_words,
     data_block,
     supported,
@@ -74,15 +75,13 @@ class MemoriesInput:
     reference_time: datetime
 
 
-class _Fact(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Fact(Schema):
     text: str = Field(min_length=3, max_length=400)
     messages: list[int] = Field(min_length=1, max_length=5)
     date: str = Field(max_length=40)
 
 
-class _Output(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Output(Schema):
     facts: list[_Fact] = Field(max_length=30)
 
 

@@ -17,13 +17,14 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from llm.purposes.base import (
     DATA_RULE,
     JSON_RULE,
     InvalidOutput,
     Purpose,
+    Schema,
     content_words,
     data_block,
 )
@@ -48,8 +49,7 @@ class RefinedQuery:
     keywords: tuple[str, ...]
 
 
-class _Output(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Output(Schema):
     rewritten: str = Field(min_length=1, max_length=300)
     subqueries: list[Annotated[str, Field(max_length=200)]] = Field(max_length=MAX_SUBQUERIES)
     keywords: list[Annotated[str, Field(max_length=60)]] = Field(max_length=12)

@@ -19,13 +19,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from llm.purposes.base import (
     DATA_RULE,
     JSON_RULE,
     InvalidOutput,
     Purpose,
+    Schema,
     content_words,
     data_block,
     supported,
@@ -65,14 +66,12 @@ class SummaryInput:
     subject: str = ""
 
 
-class _Sentence(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Sentence(Schema):
     text: str = Field(min_length=1, max_length=600)
     sources: list[int] = Field(min_length=1, max_length=10)
 
 
-class _Output(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Output(Schema):
     sentences: list[_Sentence] = Field(min_length=1, max_length=30)
 
 

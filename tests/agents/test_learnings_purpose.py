@@ -11,7 +11,7 @@ import pytest
 
 from llm.purposes.learnings import MAX_CHUNK_CHARS, extract_learnings, transcript_chunks
 from tenants.context import tenant_scope
-from tests.llm_fake import FakeLLM, fake_llm
+from tests.llm_fake import FakeLLM, configured_fake_llm
 
 pytestmark = pytest.mark.django_db
 TRANSCRIPT = ("Ran pytest: 3 failures in tests/payments.\n\n"
@@ -21,11 +21,7 @@ TRANSCRIPT = ("Ran pytest: 3 failures in tests/payments.\n\n"
 
 @pytest.fixture
 def fake(settings: Any) -> Iterator[FakeLLM]:
-    with fake_llm() as server:
-        settings.LLM_OFFLINE = False
-        settings.LLM_BASE_URL = server.url
-        settings.LLM_MODEL = "fake-model"
-        settings.LLM_TIMEOUTS = '{"learnings": 2}'
+    with configured_fake_llm(settings) as server:
         yield server
 
 
@@ -44,7 +40,7 @@ def test_supported_learnings_are_kept_and_inventions_dropped(tenant_a: Any,
     ]}))
     result = learnings(tenant_a)
     assert not result.fallback
-    assert [(item.text, item.chunk_indexes) for item in result.learnings] == [
+    assert [(item.text, item.chunk_indexes) for item in result.value] == [
         ("The payments tests need STRIPE_FAKE=1 to stay off the network.", (1,))]
 
 
@@ -57,13 +53,13 @@ def test_a_broken_answer_falls_back_offline(tenant_a: Any, fake: FakeLLM,
     assert result.fallback
     # The fallback keeps what is stated as a learning (a marker or a cue of advice or cause),
     # not every statement of the transcript.
-    assert [item.text for item in result.learnings] == ["always export STRIPE_FAKE in CI."]
+    assert [item.text for item in result.value] == ["always export STRIPE_FAKE in CI."]
 
 
 def test_an_empty_answer_means_nothing_learned(tenant_a: Any, fake: FakeLLM) -> None:
     fake.then(("json", {"learnings": []}))
     result = learnings(tenant_a)
-    assert not result.fallback and result.learnings == ()
+    assert not result.fallback and result.value == ()
 
 
 def test_long_transcripts_keep_their_end_in_bounded_chunks() -> None:

@@ -23,7 +23,7 @@ from llm.purposes.query import refine_query
 from llm.purposes.summarize import Source, summarize
 from memory_project import retries
 from tenants.context import tenant_scope
-from tests.llm_fake import FakeLLM, fake_llm
+from tests.llm_fake import FakeLLM, configured_fake_llm
 
 pytestmark = pytest.mark.django_db
 TEXT = "Maria works at Acme Robotics in Lisbon. She met Jon on 3 May 2023."
@@ -37,12 +37,7 @@ ENTITIES = {"entities": [{"name": "Maria", "type": "PERSON"},
 
 @pytest.fixture
 def fake(settings: Any) -> Iterator[FakeLLM]:
-    with fake_llm() as server:
-        settings.LLM_OFFLINE = False
-        settings.LLM_BASE_URL = server.url
-        settings.LLM_MODEL = "fake-model"
-        settings.LLM_TIMEOUTS = '{"entities": 2, "summarize": 2, "memories": 2, "query": 2}'
-        settings.LLM_PRICES = '{"fake-model": {"prompt": 1.0, "completion": 2.0}}'
+    with configured_fake_llm(settings) as server:
         yield server
 
 

@@ -262,11 +262,11 @@ ALL_CASES = [(route, fn) for route, fns in CASES.items() for fn in fns]
 AGENTS = "/api/agents"
 
 
-def _without_id(response: Any) -> Any:
-    """A created item's answer without its fresh id (the only field two creations differ in
-    besides the timestamps ``normalised`` drops)."""
+def _without(key: str, response: Any) -> Any:
+    """An answer without the fresh id ``key`` of what it created or queued (the only field
+    two such answers differ in besides the timestamps ``normalised`` drops)."""
     data = response.json()
-    data.pop("id", None)
+    data.pop(key, None)
     return JsonResponse(data, status=response.status_code)
 
 
@@ -277,8 +277,8 @@ def list_agent_memories_of_another_tenants_agent(a, t):
 
 @case("agent-memories", "post")
 def add_agent_memory_in_another_tenants_project(a, t):
-    return _without_id(post(a.client, f"{AGENTS}/{t['agent']}/memories",
-                            {"projectId": t["project"], "content": "x", "userId": "u1"}))
+    return _without("id", post(a.client, f"{AGENTS}/{t['agent']}/memories",
+                               {"projectId": t["project"], "content": "x", "userId": "u1"}))
 
 
 @case("agent-memories", "delete")
@@ -293,21 +293,15 @@ def delete_another_tenants_agent_memory(a, t):
 
 @case("agent-extract", "post")
 def extract_into_another_tenants_agent(a, t):
-    response = post(a.client, f"{AGENTS}/{t['agent']}/extract",
-                    {"projectId": t["project"], "transcript": "Learning: always x y z."})
-    data = response.json()
-    data.pop("jobId", None)
-    return JsonResponse(data, status=response.status_code)
+    return _without("jobId", post(a.client, f"{AGENTS}/{t['agent']}/extract", {
+        "projectId": t["project"], "transcript": "Learning: always x y z."}))
 
 
 @case("conversation-list", "post")
 def ingest_into_another_tenants_project(a, t):
-    response = post(a.client, "/api/v1/conversations", {
+    return _without("jobId", post(a.client, "/api/v1/conversations", {
         "layer": "project", "identifiers": {"projectId": t["project"]},
-        "messages": [{"role": "user", "name": "Ana", "content": "I live in Lisbon."}]})
-    data = response.json()
-    data.pop("jobId", None)
-    return JsonResponse(data, status=response.status_code)
+        "messages": [{"role": "user", "name": "Ana", "content": "I live in Lisbon."}]}))
 
 
 # --- the harness ---------------------------------------------------------------------------

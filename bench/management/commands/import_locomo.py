@@ -10,17 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 from tqdm import tqdm
 
-from bench.locomo import load_samples, turns
+from bench.commands import locomo_input
+from bench.locomo import turns
 from memories.models import Kind, Memory
 from memories.services.memory import MemoryInput, memory_bulk_add
-from memory_project.errors import MemoryServiceError
 from tenants.entry import tenant_job
 from tenants.layers import LayerIdentifiers
-from tenants.management.commands.create_api_key import find_tenant
-from tenants.services import project_get_or_create, system_context
+from tenants.services import project_get_or_create
 
 
 class Command(BaseCommand):
@@ -32,12 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=int, default=64)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        tenant = find_tenant(options["tenant"])
-        ctx = system_context(tenant, "import_locomo")
-        try:
-            samples = load_samples(options["file"])
-        except MemoryServiceError as err:
-            raise CommandError(err.message) from None
+        tenant, ctx, samples = locomo_input(options["tenant"], options["file"], "import_locomo")
         batch_size = max(1, options["batch_size"])
         added = skipped = 0
         for sample in samples:

@@ -17,17 +17,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 from tqdm import tqdm
 
 from agents.conversations import ConversationMessage, conversation_ingest
-from bench.locomo import Turn, load_samples, turns
+from bench.commands import locomo_input
+from bench.locomo import Turn, turns
 from memories.models import Memory, State
-from memory_project.errors import MemoryServiceError
 from tenants.entry import tenant_job
 from tenants.layers import LayerIdentifiers
-from tenants.management.commands.create_api_key import find_tenant
-from tenants.services import project_get_or_create, system_context
+from tenants.services import project_get_or_create
 
 
 def session_time(label: str) -> datetime | None:
@@ -56,12 +55,7 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True, help="tenant slug, name or id")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        tenant = find_tenant(options["tenant"])
-        ctx = system_context(tenant, "ingest_locomo")
-        try:
-            samples = load_samples(options["file"])
-        except MemoryServiceError as err:
-            raise CommandError(err.message) from None
+        _, ctx, samples = locomo_input(options["tenant"], options["file"], "ingest_locomo")
         totals = {"turns": 0, "added": 0, "superseded": 0, "known": 0, "refused": 0}
         fallback = False
         started = time.perf_counter()
