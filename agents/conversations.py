@@ -171,7 +171,7 @@ def conversation_ingest(ctx: TenantContext, *, messages: list[ConversationMessag
             ctx, messages=[Message(m.name or m.role, m.content, m.at) for m in window],
             reference_time=reference_time, layer=layer_name)
         outcome.fallback = outcome.fallback or extraction.fallback
-        facts = [f for f in extraction.memories
+        facts = [f for f in extraction.value
                  if any(window[i].role not in CONTEXT_ONLY_ROLES for i in f.message_indexes)]
         vectors = embed_texts(ctx.tenant_id, [f.text for f in facts]) if facts else []
         for fact, (vector, _) in zip(facts, vectors, strict=True):

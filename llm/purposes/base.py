@@ -53,6 +53,14 @@ def data_block(text: str) -> str:
     return f"<data>\n{cleaned}\n</data>"
 
 
+def chat(system: str, data: str) -> list[dict[str, str]]:
+    """The chat messages of a question: ``system`` (a task description ending in a space)
+    followed by :data:`JSON_RULE` and :data:`DATA_RULE`, then ``data`` inside the
+    ``<data>`` block (:func:`data_block`)."""
+    return [{"role": "system", "content": system + JSON_RULE + " " + DATA_RULE},
+            {"role": "user", "content": data_block(data)}]
+
+
 def content_words(text: str) -> set[str]:
     """Lower-case words of ``text`` that carry content (not in :data:`STOPWORDS`)."""
     return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from llm.purposes.base import DATA_RULE, JSON_RULE, InvalidOutput, Purpose, Schema, data_block
+from llm.purposes.base import InvalidOutput, Purpose, Schema, chat
 from llm.purposes.nlp import nlp
 from llm.runner import run
 from tenants.context import TenantContext
@@ -117,10 +117,8 @@ class EntitiesPurpose(Purpose[EntitiesInput, EntityExtraction]):
             "You extract named entities and the relations between them from a text. "
             f"Entity types: {', '.join(ENTITY_TYPES)}. Relation types: "
             f"{', '.join(RELATION_TYPES)}. Use names exactly as written in the text; list "
-            "each entity once; relate only entities you listed. "
-            + JSON_RULE + " " + DATA_RULE)
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": data_block(payload.text)}]
+            "each entity once; relate only entities you listed. ")
+        return chat(system, payload.text)
 
     def accept(self, payload: EntitiesInput, output: Any) -> EntityExtraction:
         entities: dict[str, ExtractedEntity] = {}

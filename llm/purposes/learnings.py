@@ -23,13 +23,11 @@ from typing import Any
 from pydantic import Field
 
 from llm.purposes.base import (
-    DATA_RULE,
-    JSON_RULE,
     InvalidOutput,
     Purpose,
     Schema,
+    chat,
     content_words,
-    data_block,
     supported,
 )
 from llm.runner import Result, run
@@ -102,9 +100,8 @@ class LearningsPurpose(Purpose[tuple[str, ...], tuple[Learning, ...]]):
             "decisions and their reasons. Write each learning as one short, self-contained "
             "sentence. Give the numbers of the transcript chunks it comes from. Skip what "
             "the agent merely did, and anything that holds only for this run. An empty list "
-            "is a good answer when nothing is worth keeping. " + JSON_RULE + " " + DATA_RULE)
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": data_block(listing)}]
+            "is a good answer when nothing is worth keeping. ")
+        return chat(system, listing)
 
     def accept(self, payload: tuple[str, ...], output: Any) -> tuple[Learning, ...]:
         kept: dict[str, Learning] = {}

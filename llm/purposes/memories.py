@@ -23,17 +23,15 @@ from typing import Any
 from pydantic import Field
 
 from llm.purposes.base import (
-    DATA_RULE,
-    JSON_RULE,
     InvalidOutput,
     Purpose,
     Schema,
+    chat,
     content_words,
-    data_block,
     supported,
 )
 from llm.purposes.nlp import nlp
-from llm.runner import run
+from llm.runner import Result, run
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 
@@ -118,10 +116,8 @@ class MemoriesPurpose(Purpose[MemoriesInput, tuple[ExtractedMemory, ...]]):
             "people in them: events, plans, preferences, relationships, possessions. Write "
             "each fact as one short sentence naming the person (never 'I'). Give the numbers "
             "of the messages it comes from, and its date (YYYY-MM-DD) only when the messages "
-            "say when it happened, else an empty string. Skip greetings and small talk. "
-            + JSON_RULE + " " + DATA_RULE)
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": data_block(listing)}]
+            "say when it happened, else an empty string. Skip greetings and small talk. ")
+        return chat(system, listing)
 
     def accept(self, payload: MemoriesInput, output: Any) -> tuple[ExtractedMemory, ...]:
         messages = self._messages(payload)
@@ -183,19 +179,12 @@ class MemoriesPurpose(Purpose[MemoriesInput, tuple[ExtractedMemory, ...]]):
 PURPOSE = MemoriesPurpose()
 
 
-@dataclass(frozen=True)
-class MemoriesExtraction:
-    """The facts, the model that found them, and whether the offline fallback did."""
-
-    memories: tuple[ExtractedMemory, ...]
-    model: str
-    fallback: bool
-
-
 def extract_memories(ctx: TenantContext, *, messages: list[Message],
-                     reference_time: datetime, layer: str | None = None) -> MemoriesExtraction:
+                     reference_time: datetime, layer: str | None = None
+                     ) -> Result[tuple[ExtractedMemory, ...]]:
     """The facts worth keeping from ``messages`` (at most :data:`MAX_MESSAGES`) for ``ctx``'s
-    tenant. Never raises for the model's failures (the fallback answers).
+    tenant: ``value`` (the facts), ``model`` and ``fallback``. Never raises for the model's
+    failures (the fallback answers).
 
     Raises:
         InvalidInput: no messages.
@@ -203,5 +192,4 @@ def extract_memories(ctx: TenantContext, *, messages: list[Message],
     """
     if not messages:
         raise InvalidInput("No messages to extract memories from.")
-    result = run(ctx, PURPOSE, MemoriesInput(tuple(messages), reference_time), layer=layer)
-    return MemoriesExtraction(result.value, result.model, result.fallback)
+    return run(ctx, PURPOSE, MemoriesInput(tuple(messages), reference_time), layer=layer)

@@ -20,16 +20,14 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from llm.purposes.base import (
-    DATA_RULE,
-    JSON_RULE,
     InvalidOutput,
     Purpose,
     Schema,
+    chat,
     content_words,
-    data_block,
 )
 from llm.purposes.nlp import nlp
-from llm.runner import run
+from llm.runner import Result, run
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
 
@@ -69,10 +67,8 @@ class QueryPurpose(Purpose[str, RefinedQuery]):
             "You prepare a question for searching a memory store. Rewrite it as one clear "
             "search query; if it asks several things, split it into at most "
             f"{MAX_SUBQUERIES} self-contained sub-queries (else none); list its keywords as "
-            "they are written in it. Do not answer the question. "
-            + JSON_RULE + " " + DATA_RULE)
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": data_block(payload)}]
+            "they are written in it. Do not answer the question. ")
+        return chat(system, payload)
 
     def accept(self, payload: str, output: Any) -> RefinedQuery:
         words = content_words(payload)
@@ -116,23 +112,14 @@ class QueryPurpose(Purpose[str, RefinedQuery]):
 PURPOSE = QueryPurpose()
 
 
-@dataclass(frozen=True)
-class QueryRefinement:
-    """The refined query, the model that refined it, and whether the fallback did."""
-
-    query: RefinedQuery
-    model: str
-    fallback: bool
-
-
-def refine_query(ctx: TenantContext, *, query: str) -> QueryRefinement:
-    """``query`` rewritten, decomposed and reduced to keywords for ``ctx``'s tenant. Never
-    raises for the model's failures (the fallback answers).
+def refine_query(ctx: TenantContext, *, query: str) -> Result[RefinedQuery]:
+    """``query`` rewritten, decomposed and reduced to keywords for ``ctx``'s tenant:
+    ``value`` (the :class:`RefinedQuery`), ``model`` and ``fallback``. Never raises for the
+    model's failures (the fallback answers).
 
     Raises:
         InvalidInput: an empty query, or one over :data:`MAX_QUERY_CHARS` characters.
     """
     if not query.strip() or len(query) > MAX_QUERY_CHARS:
         raise InvalidInput(f"The query must have 1 to {MAX_QUERY_CHARS} characters.")
-    result = run(ctx, PURPOSE, query)
-    return QueryRefinement(result.value, result.model, result.fallback)
+    return run(ctx, PURPOSE, query)

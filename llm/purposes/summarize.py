@@ -22,13 +22,11 @@ from typing import Any
 from pydantic import Field
 
 from llm.purposes.base import (
-    DATA_RULE,
-    JSON_RULE,
     InvalidOutput,
     Purpose,
     Schema,
+    chat,
     content_words,
-    data_block,
     supported,
 )
 from llm.runner import run
@@ -99,9 +97,8 @@ class SummarizePurpose(Purpose[SummaryInput, tuple[SummarySentence, ...]]):
             f"You summarise numbered notes{' about ' + payload.subject if payload.subject else ''}"
             f" in about {target} words. Write short factual sentences. State only what the "
             "notes say; invent nothing. After each sentence list the numbers of the notes it "
-            "comes from. " + JSON_RULE + " " + DATA_RULE)
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": data_block(listing)}]
+            "comes from. ")
+        return chat(system, listing)
 
     def accept(self, payload: SummaryInput, output: Any) -> tuple[SummarySentence, ...]:
         sources = payload.sources[:MAX_SOURCES]

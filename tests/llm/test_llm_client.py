@@ -263,7 +263,7 @@ def test_the_other_purposes_keep_only_what_their_input_supports(
     with tenant_scope(tenant_a.ctx):
         found = extract_memories(tenant_a.ctx, messages=messages,
                                  reference_time=datetime(2023, 5, 8, 13, 56))
-    assert [(m.text, m.occurred_on) for m in found.memories] == [
+    assert [(m.text, m.occurred_on) for m in found.value] == [
         ("Caroline went to an LGBTQ support group.", "2023-05-07"),
         ("Melanie painted a sunrise.", "2023-05-06")]  # "last Saturday", not the model's
 
@@ -273,7 +273,7 @@ def test_the_other_purposes_keep_only_what_their_input_supports(
                         "keywords": ["Caroline", "support group", "Paris"]}))
     with tenant_scope(tenant_a.ctx):
         refined = refine_query(tenant_a.ctx, query="When did Caroline go to the support "
-                                                   "group?").query
+                                                   "group?").value
     assert refined.subqueries == ("When did Caroline go to the support group?",)
     assert refined.keywords == ("Caroline", "support group")
 

@@ -86,8 +86,8 @@ def test_memories_from_messages_with_the_local_model(tenant_a: Any, model: int) 
     with tenant_scope(tenant_a.ctx):
         found = extract_memories(tenant_a.ctx, messages=messages,
                                  reference_time=datetime(2023, 5, 8, 13, 56))
-    assert not found.fallback and found.memories
-    assert all(m.message_indexes and max(m.message_indexes) < 2 for m in found.memories)
+    assert not found.fallback and found.value
+    assert all(m.message_indexes and max(m.message_indexes) < 2 for m in found.value)
     _model_answered(tenant_a, "memories")
 
 
@@ -95,8 +95,8 @@ def test_query_refinement_with_the_local_model(tenant_a: Any, model: int) -> Non
     query = "When did Caroline go to the support group and what did Melanie paint?"
     with tenant_scope(tenant_a.ctx):
         refined = refine_query(tenant_a.ctx, query=query)
-    assert not refined.fallback and refined.query.rewritten
-    assert all(k.lower() in query.lower() for k in refined.query.keywords)
+    assert not refined.fallback and refined.value.rewritten
+    assert all(k.lower() in query.lower() for k in refined.value.keywords)
     _model_answered(tenant_a, "query")
 
 

@@ -47,11 +47,11 @@ def test_every_purpose_answers_offline_and_says_so(tenant_a: Any) -> None:
     assert ("Maria", "Google", "WORKS_AT") in {(r.source, r.target, r.type)
                                                for r in found.relations}
     assert summary.fallback and summary.sentences[0].source_ids in (("m1",), ("m2",))
-    assert [(m.text, m.occurred_on) for m in memories.memories] == [
+    assert [(m.text, m.occurred_on) for m in memories.value] == [
         ("Maria: I adopted a cat named Pixel yesterday.", "2023-05-07")]
-    assert refined.fallback and refined.query.subqueries == (
+    assert refined.fallback and refined.value.subqueries == (
         "Where does Maria work?", "what does she play?")
-    assert {"Maria", "work", "play"} <= set(refined.query.keywords)
+    assert {"Maria", "work", "play"} <= set(refined.value.keywords)
     assert sorted(outcomes) == [("entities", "fallback"), ("memories", "fallback"),
                                 ("query", "fallback"), ("summarize", "fallback")]
 
