@@ -108,5 +108,9 @@ def console_view(*roles: str) -> Callable[[View], View]:
                 return view(request, access, **kwargs)
             except Http404:
                 return render(request, "console/not_found.html", status=404)
+            except PermissionDenied:
+                membership = membership_of(request.user)
+                return render(request, "console/forbidden.html", status=403, context={
+                    "role": membership.role if membership else "none"})
         return wrapper
     return decorate

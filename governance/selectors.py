@@ -15,7 +15,7 @@ def policy_list() -> QuerySet[Policy]:
 
 def review_list(status: str | None = None, kind: str | None = None) -> QuerySet[ReviewItem]:
     """The active tenant's review items, newest first, optionally by status and kind."""
-    items = ReviewItem.objects.order_by("-created_at")
+    items = ReviewItem.objects.order_by("-created_at", "-id")
     if status:
         items = items.filter(status=status)
     if kind:

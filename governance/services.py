@@ -18,6 +18,7 @@ from governance.policies import Decision, clean_policy_data, evaluate, mask_deni
 from memory_project.errors import (
     ConfigurationError,
     InvalidInput,
+    MemoryNotFound,
     NotFound,
     PolicyViolation,
     ReviewAlreadyDecided,
@@ -163,16 +164,22 @@ def policy_delete(ctx: TenantContext, *, policy_id: Any) -> None:
 
 
 def policy_try(ctx: TenantContext, *, data: Any, text: str, layer: str = "user",
-               metadata: dict[str, Any] | None = None) -> Decision:
-    """Run an unsaved policy definition on sample text (the console's "try it" box)."""
+               metadata: dict[str, Any] | None = None, review_preview: bool = False
+               ) -> Decision:
+    """Run an unsaved policy definition on sample text (the console's "try it" box). With
+    ``review_preview``, a refused sample's ``content`` is what a reviewer would see and
+    approving would store: PII redacted and what a denied term or pattern matched masked."""
     if not isinstance(data, dict):
         raise InvalidInput("A policy must be an object.")
     if layer not in {x.value for x in Layer}:
         raise InvalidInput(f"Unknown layer {layer!r}.")
     cleaned = clean_policy_data({"name": "try", **data}, partial=True)
     policy = Policy(tenant_id=ctx.tenant_id, **{"name": "try", **cleaned})
-    return evaluate([policy], content=text, metadata=metadata or {}, layer=layer,
-                    detector=detector_for(ctx))
+    decision = evaluate([policy], content=text, metadata=metadata or {}, layer=layer,
+                        detector=detector_for(ctx))
+    if review_preview and not decision.allowed:
+        decision.content = mask_denied([policy], decision.content)
+    return decision
 
 
 def _get(model: type[Any], object_id: Any) -> Any:
@@ -205,6 +212,9 @@ def review_decide(ctx: TenantContext, *, item_id: Any, approve: bool, reason: st
     hit stores its ``preview``: the refused write with PII redacted and what a denied term or
     pattern matched masked (the raw content is never kept). Rejecting needs a reason.
 
+    An approval whose memory no longer exists (deleted since the item was queued) closes
+    the item instead: ``rejected``, with :data:`MEMORY_GONE` as the reason.
+
     Raises:
         NotFound: no such item in this tenant. ReviewAlreadyDecided: decided before (409).
         InvalidInput: a rejection without a reason.
@@ -218,7 +228,11 @@ def review_decide(ctx: TenantContext, *, item_id: Any, approve: bool, reason: st
     if not approve and not reason.strip():
         raise InvalidInput("A rejection needs a reason.")
     if approve:
-        item.result_memory_id = _carry_out(ctx, item)
+        try:
+            with transaction.atomic():
+                item.result_memory_id = _carry_out(ctx, item)
+        except MemoryNotFound:
+            return _close(ctx, item, by=ctx.principal, reason=MEMORY_GONE)
     item.status = ReviewStatus.APPROVED if approve else ReviewStatus.REJECTED
     item.decided_by = ctx.principal
     item.decided_at = timezone.now()
@@ -227,6 +241,22 @@ def review_decide(ctx: TenantContext, *, item_id: Any, approve: bool, reason: st
     audit_record(ctx, action="review_decision", target_type="review", target_id=item.pk,
                  details={"decision": item.status, "reason": reason, "kind": item.kind,
                           "resultMemoryId": str(item.result_memory_id or "")})
+    return item
+
+
+#: Why an item about a memory that no longer exists was closed.
+MEMORY_GONE = "Closed: its memory no longer exists (deleted or erased)."
+
+
+def _close(ctx: TenantContext, item: ReviewItem, *, by: str, reason: str) -> ReviewItem:
+    """Close a pending item that can no longer be carried out (``rejected``, audited)."""
+    item.status = ReviewStatus.REJECTED
+    item.decided_by = by
+    item.decided_at = timezone.now()
+    item.decision_reason = reason
+    item.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
+    audit_record(ctx, action="review_closed", target_type="review", target_id=item.pk,
+                 details={"reason": reason, "kind": item.kind})
     return item
 
 
@@ -239,9 +269,14 @@ def _carry_out(ctx: TenantContext, item: ReviewItem) -> uuid.UUID | None:
 
 def review_items_scrub(ctx: TenantContext, *, memory_ids: list[Any]) -> int:
     """Right to erasure: blank the preview and details of review items about erased memories
-    (the item, its status and who decided stay). Returns the number of items scrubbed."""
+    (the item, its status and who decided stay), and close those still pending: nothing is
+    left to approve (``rejected`` by ``system:erasure``, :data:`MEMORY_GONE`). Returns the
+    number of items scrubbed."""
     if not memory_ids:
         return 0
+    for item in ReviewItem.objects.select_for_update().filter(
+            memory_id__in=memory_ids, status=ReviewStatus.PENDING):
+        _close(ctx, item, by="system:erasure", reason=MEMORY_GONE)
     return ReviewItem.objects.filter(memory_id__in=memory_ids).update(
         preview="", details={"erased": True})
 

@@ -19,7 +19,9 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.template import loader
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -338,18 +340,28 @@ def envelope_response(err: MemoryServiceError, operation: str = "") -> JsonRespo
     return JsonResponse(err.envelope(operation), status=err.status, headers=_headers(err))
 
 
-def handler404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    """Unknown URLs answer with the envelope too."""
+#: Where the browser console lives: its unknown URLs and errors answer with its own pages.
+CONSOLE_PREFIX = "/console/"
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Unknown URLs answer with the envelope too; under the console, its own 404 page."""
+    if request.path.startswith(CONSOLE_PREFIX):
+        return render(request, "console/not_found.html", status=404)
     return envelope_response(NotFound(f"No route for {request.path}."))
 
 
-def handler500(request: HttpRequest) -> JsonResponse:
+def handler500(request: HttpRequest) -> HttpResponse:
     """Last resort: an unhandled error still answers with the envelope.
 
     A lost database connection outside a DRF view (e.g. when the request transaction
     opens) answers 503 ``BACKEND_UNAVAILABLE`` with ``Retry-After``, not 500.
     """
     exc = sys.exc_info()[1]
+    if request.path.startswith(CONSOLE_PREFIX):
+        page = loader.get_template("console/server_error.html").render(
+            {"request_id": getattr(request, "request_id", "")})
+        return HttpResponse(page, status=500)
     if isinstance(exc, (OperationalError, InterfaceError)):
         return envelope_response(_database_unavailable())
     if isinstance(exc, MemoryServiceError):

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from console import services
 from console.access import ConsoleAccess, console_view
 from console.forms import MemoryEditForm, SearchForm
+from console.history import history_lines
 from console.models import ConsoleRole
 from governance.models import ReviewItem
 from memories.models import UNSERVED_COLUMNS, Memory, State
@@ -90,7 +91,7 @@ def _render_memory(request: HttpRequest, access: ConsoleAccess, memory: Memory,
     return render(request, "console/memory.html", {
         "access": access, "memory": memory, "form": form,
         "metadata_json": json.dumps(memory.metadata, indent=2, sort_keys=True),
-        "history": memory_history(access.ctx, memory_id=memory.pk),
+        "history": history_lines(memory_history(access.ctx, memory_id=memory.pk)),
         "reviews": ReviewItem.objects.filter(
             Q(memory_id=memory.pk) | Q(result_memory_id=memory.pk)).order_by("-created_at"),
         "merged_from": Memory.objects.filter(metadata__mergedInto=key).only("pk", "content"),

@@ -51,7 +51,8 @@ def _edit(request: HttpRequest, access: ConsoleAccess, policy: Policy | None) ->
                     decision = policy_try(access.ctx, data=tried,
                                           text=form.cleaned_data["sample_text"],
                                           layer=form.cleaned_data["sample_layer"],
-                                          metadata=form.cleaned_data["sample_metadata"])
+                                          metadata=form.cleaned_data["sample_metadata"],
+                                          review_preview=True)
                 elif policy is None:
                     created = policy_create(access.ctx, data=data)
                     messages.success(request, f"Policy {created.name!r} created.")

@@ -4,8 +4,10 @@ approve, reject with a reason, one at a time or in bulk; who decided and when.""
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -14,7 +16,7 @@ from console.access import ConsoleAccess, console_view
 from console.models import ConsoleRole
 from governance.models import ReviewItem, ReviewKind, ReviewStatus
 from governance.selectors import review_list
-from governance.services import review_decide
+from governance.services import MEMORY_GONE, review_decide
 from memory_project.errors import MemoryServiceError, NotFound
 from tenants.audit import audit_cross_tenant_probe, owned_or_not_found
 
@@ -23,16 +25,20 @@ PAGE = 100
 
 @console_view(ConsoleRole.ADMIN, ConsoleRole.REVIEWER)
 def reviews(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
-    """``/console/t/<slug>/reviews/?status=pending&kind=``: the queue (pending first)."""
+    """``/console/t/<slug>/reviews/?status=pending&kind=&page=``: the queue, newest first,
+    :data:`PAGE` items a page, with the total and links to the other pages."""
     status = request.GET.get("status", ReviewStatus.PENDING)
     kind = request.GET.get("kind") or None
     if status not in ReviewStatus.values and status != "all":
         status = ReviewStatus.PENDING
     if kind not in ReviewKind.values:
         kind = None
-    items = review_list(status=None if status == "all" else status, kind=kind)[:PAGE]
+    pages = Paginator(review_list(status=None if status == "all" else status, kind=kind), PAGE)
+    page = pages.get_page(request.GET.get("page"))
+    query = {"status": status, **({"kind": kind} if kind else {})}
     return render(request, "console/reviews.html", {
-        "access": access, "items": items, "status": status, "kind": kind,
+        "access": access, "items": page.object_list, "page": page, "query": urlencode(query),
+        "status": status, "kind": kind,
         "statuses": [*ReviewStatus.values, "all"], "kinds": ReviewKind.values,
         "title": f"{access.tenant.name}: review queue", "tab": "reviews",
     })
@@ -91,15 +97,21 @@ def review_decide_view(request: HttpRequest, access: ConsoleAccess) -> HttpRespo
     if decision == "reject" and not reason.strip():
         messages.error(request, "A rejection needs a reason.")
         return back
-    done = 0
+    done = closed = 0
     for item_id in ids:
         try:
-            review_decide(access.ctx, item_id=item_id, approve=decision == "approve",
-                          reason=reason)
-            done += 1
+            item = review_decide(access.ctx, item_id=item_id, approve=decision == "approve",
+                                 reason=reason)
         except MemoryServiceError as err:
             messages.error(request, f"{item_id}: {err.message}")
+            continue
+        if decision == "approve" and item.status != ReviewStatus.APPROVED:
+            closed += 1
+        else:
+            done += 1
     if done:
         verb = "approved" if decision == "approve" else "rejected"
         messages.success(request, f"{done} item(s) {verb}.")
+    if closed:
+        messages.warning(request, f"{closed} item(s) closed: {MEMORY_GONE[len('Closed: '):]}")
     return back

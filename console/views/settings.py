@@ -78,19 +78,35 @@ def settings_patch(access: ConsoleAccess, data: dict[str, Any]) -> dict[str, Any
 def _page(request: HttpRequest, access: ConsoleAccess, form: SettingsForm,
           new_key: str | None = None, status: int = 200) -> HttpResponse:
     weights = section(access.ctx, "recall").score_weights
+    keys = list(ApiKey.objects.order_by("-created_at"))
+    admin_keys = [k.pk for k in keys if k.revoked_at is None and Role.ADMIN.value in k.roles]
     return render(request, "console/settings.html", {
-        "access": access, "form": form, "weights": weights,
-        "keys": ApiKey.objects.order_by("-created_at"), "key_roles": KEY_ROLES,
+        "access": access, "form": form, "weights": weights, "keys": keys,
+        "last_admin_keys": admin_keys if len(admin_keys) == 1 else [], "key_roles": KEY_ROLES,
         "new_key": new_key, "schedules": PeriodicTask.objects.order_by("name"),
         "title": f"{access.tenant.name}: settings", "tab": "settings",
     }, status=status)
 
 
+#: Session key holding a key just created, until the page after the redirect shows it once.
+NEW_KEY_SESSION = "console_new_key"
+
+
+def _new_key_once(request: HttpRequest, access: ConsoleAccess) -> str | None:
+    """The raw key :func:`key_create` left for this tenant's page, removed as it is read."""
+    left = request.session.pop(NEW_KEY_SESSION, None)
+    if isinstance(left, dict) and left.get("tenant") == access.tenant.slug:
+        return str(left.get("key"))
+    return None
+
+
 @console_view(ConsoleRole.ADMIN)
 def tenant_settings(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
-    """``/console/t/<slug>/settings/``: show (GET) or save (POST) the settings."""
+    """``/console/t/<slug>/settings/``: show (GET) or save (POST) the settings. A GET right
+    after :func:`key_create` shows the new key, once."""
     if request.method != "POST":
-        return _page(request, access, SettingsForm(initial=_initial(access)))
+        return _page(request, access, SettingsForm(initial=_initial(access)),
+                     new_key=_new_key_once(request, access))
     form = SettingsForm(request.POST)
     if form.is_valid():
         try:
@@ -107,11 +123,14 @@ def tenant_settings(request: HttpRequest, access: ConsoleAccess) -> HttpResponse
 @require_POST
 @console_view(ConsoleRole.ADMIN)
 def key_create(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
-    """POST ``.../settings/keys/``: create a key; the page shows it this once."""
+    """POST ``.../settings/keys/``: create a key, then redirect to the settings page, which
+    shows it this once (post/redirect/get: reloading that page creates nothing)."""
     name = request.POST.get("name", "").strip()[:200]
     roles = [r for r in request.POST.getlist("roles") if r in KEY_ROLES] or ["admin"]
-    _, raw_key = api_key_create(access.ctx, name=name, roles=roles)
-    return _page(request, access, SettingsForm(initial=_initial(access)), new_key=raw_key)
+    key, raw_key = api_key_create(access.ctx, name=name, roles=roles)
+    request.session[NEW_KEY_SESSION] = {"tenant": access.tenant.slug, "key": raw_key}
+    messages.success(request, f"Key {key.prefix}… created.")
+    return redirect("console:settings", tenant_slug=access.tenant.slug)
 
 
 @require_POST

@@ -24,16 +24,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 
 from django.utils import timezone
 
 from memories.retrieval.confidence import effective_confidence
 from memories.retrieval.filters import MetadataFilter
 from memories.retrieval.search import Mode, SearchHit, SearchRequest, search_candidates
-from memories.selectors.activity import activity_record
+from memories.selectors.activity import activity_record_after_response
 from memories.telemetry import results_observed
-from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput
 from tenants import config_cache
 from tenants.context import TenantContext
@@ -151,7 +149,7 @@ def memory_recall(ctx: TenantContext, request: RecallRequest, *, concurrent: boo
             + weights["recency"] * recency + weights["confidence"] * eff
         )
         recalled.append(Recalled(cand, relevance, memory.importance, recency, eff, score))
-    after_response(partial(activity_record, ctx.tenant_id, "recall"))
+    activity_record_after_response(ctx, "recall")
     recalled.sort(key=lambda r: (
         -r.score, -r.candidate.memory.created_at.timestamp(), str(r.candidate.memory.pk)
     ))

@@ -45,9 +45,8 @@ from memories.retrieval.partition import (
     resolve_identifiers,
 )
 from memories.retrieval.semantic import semantic_list
-from memories.selectors.activity import activity_record
+from memories.selectors.activity import activity_record_after_response
 from memories.telemetry import results_observed
-from memory_project.after_response import after_response
 from memory_project.errors import InvalidInput, QueryTooLong
 from tenants import config_cache
 from tenants.context import TenantContext
@@ -296,7 +295,7 @@ def memory_search(ctx: TenantContext, request: SearchRequest, *, concurrent: boo
     """
     with config_cache.pinned():
         found = search_candidates(ctx, request, concurrent=concurrent)
-    after_response(partial(activity_record, ctx.tenant_id, "search"))
+    activity_record_after_response(ctx, "search")
     found = replace(found, results=found.results[: request.limit])
     results_observed(layers=found.searched_layers, result_layers=[
         c.layer for c in found.results], search=True)

@@ -1,7 +1,9 @@
 """Per-tenant counts of reads by hour (searches and recalls), for the console's dashboard.
 
 Kept in the cache (Redis) under ``activity:<kind>:<tenant>:<YYYYmmddHH>`` for two days; a
-count is a hint for people, so a cache failure is logged and never fails the search.
+count is a hint for people, so a cache failure is logged and never fails the search. Only
+calls made with an API key count: the console's own searches and the commands' (benchmarks,
+evaluations) are not the tenant's traffic.
 Writes per hour need no counter: the memory history has a row per write.
 """
 
@@ -10,18 +12,30 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.utils import timezone
 
+from memory_project.after_response import after_response
 from memory_project.thread_cache import thread_cache
+from tenants.context import TenantContext
 
 logger = logging.getLogger(__name__)
 
 RETENTION_SECONDS = 48 * 3600
+#: The principal prefix of a call made with an API key (``tenants.services``).
+API_KEY_PRINCIPAL = "api_key:"
 
 
 def _key(kind: str, tenant_id: uuid.UUID, hour: datetime) -> str:
     return f"activity:{kind}:{tenant_id}:{hour:%Y%m%d%H}"
+
+
+def activity_record_after_response(ctx: TenantContext, kind: str) -> None:
+    """Count one ``kind`` for ``ctx``'s tenant once the response is sent, when ``ctx`` is an
+    API key's call (module docstring)."""
+    if ctx.principal.startswith(API_KEY_PRINCIPAL):
+        after_response(partial(activity_record, ctx.tenant_id, kind))
 
 
 def activity_record(tenant_id: uuid.UUID, kind: str) -> None:

@@ -55,7 +55,9 @@ def test_the_dashboard_counts_memories_writes_searches_and_blocked_promotions(
     tenant_b.add("Globex only: never shown to Acme")
     blocked_promotion(tenant_a, "Alice's card is 4111 1111 1111 1111")
     admin.get(url(tenant_a, "memories/"), {"query": "tea", "mode": "keyword",
-                                            "userId": "u1"})
+                                            "userId": "u1"})  # the console's: not counted
+    assert tenant_a.client.post("/api/v1/memories/search", {
+        "query": "tea", "identifiers": {"userId": "u1"}}, format="json").status_code == 200
     response = admin.get(url(tenant_a))
     assert response.status_code == 200
     board = response.context["board"]
@@ -252,8 +254,9 @@ def test_settings_are_saved_validated_and_audited(tenant_a: Any, admin: Client) 
 
 def test_an_api_key_is_shown_once_and_can_be_revoked(tenant_a: Any, admin: Client) -> None:
     created = admin.post(url(tenant_a, "settings/keys/"), {"name": "ci", "roles": ["reader"]})
-    assert created.status_code == 200
-    raw = re.search(r'<pre id="new-key">(msk_[^<]+)</pre>', text(created)).group(1)
+    assert created.status_code == 302
+    shown = admin.get(created["Location"])
+    raw = re.search(r'<pre id="new-key">(msk_[^<]+)</pre>', text(shown)).group(1)
     assert raw not in text(admin.get(url(tenant_a, "settings/")))
     with tenant_scope(tenant_a.ctx):
         key = ApiKey.objects.get(name="ci")
@@ -304,3 +307,15 @@ def test_the_language_model_page_shows_the_periods_usage_against_the_budget(
     assert re.search(r'id="llm-tokens">1500</span> tokens used of 5000', page)
     assert "<td>summarize</td><td>local</td><td>ok</td><td>1</td><td>1200</td>" in page
     assert "model-of-globex" not in page
+
+
+def test_a_server_error_under_the_console_is_the_consoles_page() -> None:
+    from django.test import RequestFactory
+
+    from memory_project.errors import handler500
+    response = handler500(RequestFactory().get("/console/t/acme/"))
+    assert response.status_code == 500
+    assert response["Content-Type"].startswith("text/html")
+    assert b"Something went wrong" in response.content
+    api = handler500(RequestFactory().get("/api/v1/memories"))
+    assert api["Content-Type"].startswith("application/json")
