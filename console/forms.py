@@ -199,3 +199,28 @@ class SettingsForm(forms.Form):
         if any(given) and not all(given):
             raise forms.ValidationError("Give all four recall weights, or none.")
         return data
+
+
+class AuditFilterForm(forms.Form):
+    """Filters of the audit log page: action, actor (substring) and a date range (UTC days,
+    ``until`` included)."""
+
+    action = forms.ChoiceField(required=False, choices=[("", "any action")])
+    actor = forms.CharField(required=False, max_length=200,
+                            help_text="part of the actor, e.g. alice or api_key:")
+    since = forms.DateField(required=False, label="From",
+                            widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To",
+                            widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, *args: Any, actions: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["action"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [("", "any action"), *((a, a) for a in actions)]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            raise forms.ValidationError("From must not be after To.")
+        return data

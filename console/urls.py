@@ -6,7 +6,16 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console.views import dashboard, home, llm_usage, memories, policies, reviews, settings
+from console.views import (
+    audit,
+    dashboard,
+    home,
+    llm_usage,
+    memories,
+    policies,
+    reviews,
+    settings,
+)
 
 app_name = "console"
 
@@ -34,6 +43,7 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/reviews/<uuid:item_id>/", reviews.review_detail,
          name="review"),
     path("t/<slug:tenant_slug>/llm/", llm_usage.llm_usage, name="llm-usage"),
+    path("t/<slug:tenant_slug>/audit/", audit.audit_log, name="audit"),
     path("t/<slug:tenant_slug>/settings/", settings.tenant_settings, name="settings"),
     path("t/<slug:tenant_slug>/settings/keys/", settings.key_create, name="key-create"),
     path("t/<slug:tenant_slug>/settings/keys/<uuid:key_id>/revoke/", settings.key_revoke,

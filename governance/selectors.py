@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import QuerySet
 
 from governance.models import Policy, ReviewItem
@@ -23,7 +25,24 @@ def review_list(status: str | None = None, kind: str | None = None) -> QuerySet[
     return items
 
 
-def audit_list(action: str | None = None) -> QuerySet[AuditEntry]:
-    """The active tenant's audit log, newest first, optionally for one action."""
+def audit_list(action: str | None = None, *, actor: str | None = None,
+               since: datetime | None = None, until: datetime | None = None
+               ) -> QuerySet[AuditEntry]:
+    """The active tenant's audit log, newest first, optionally for one action, an actor
+    (case-insensitive substring, e.g. ``alice`` or ``api_key:``) and a time range
+    (``since`` inclusive, ``until`` exclusive)."""
     entries = AuditEntry.objects.order_by("-created_at", "-id")
-    return entries.filter(action=action) if action else entries
+    if action:
+        entries = entries.filter(action=action)
+    if actor:
+        entries = entries.filter(actor__icontains=actor)
+    if since is not None:
+        entries = entries.filter(created_at__gte=since)
+    if until is not None:
+        entries = entries.filter(created_at__lt=until)
+    return entries
+
+
+def audit_actions() -> list[str]:
+    """The actions that occur in the active tenant's audit log, sorted."""
+    return sorted(AuditEntry.objects.order_by().values_list("action", flat=True).distinct())

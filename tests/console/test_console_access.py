@@ -68,7 +68,7 @@ def pages(slug: str, objs: dict[str, Any]) -> list[str]:
     return [f"{base}/", f"{base}/memories/", f"{base}/memories/{objs['memory']}/",
             f"{base}/policies/", f"{base}/policies/new/", f"{base}/policies/{objs['policy']}/",
             f"{base}/reviews/", f"{base}/reviews/{objs['item']}/", f"{base}/settings/",
-            f"{base}/llm/"]
+            f"{base}/llm/", f"{base}/audit/", f"{base}/audit/?export=csv"]
 
 
 def posts(slug: str, objs: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
