@@ -26,7 +26,7 @@ from memory_project.errors import (
 from tenants.audit import audit_record, parse_uuid
 from tenants.config_cache import cached
 from tenants.context import TenantContext, require_context
-from tenants.layers import Layer
+from tenants.layers import IDENTIFIER_FIELDS, Layer
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def enforce_write(ctx: TenantContext, *, content: str, metadata: dict[str, Any],
         reason="; ".join(f"{v.policy}: {v.detail}" for v in decision.violations),
         preview=preview,
         details={"operation": operation, "layer": layer, "identifiers": identifiers or {},
-                 "metadata": metadata, "violations": violations},
+                 "metadata": metadata, "violations": violations, "writtenBy": ctx.principal},
     )
     first = decision.violations[0]
     raise PolicyViolation(
@@ -105,16 +105,27 @@ def promotion_block(ctx: TenantContext, *, memory: Any, reason: str,
                     details: dict[str, Any] | None = None) -> ReviewItem:
     """Record a blocked promotion: a metric, an audit entry and a review item (seed 001
     "Sensitivity Check"). ``reason``: ``sensitive``, ``private`` or ``policy`` (then
-    ``details.violations`` says which)."""
+    ``details.violations`` says which). The item keeps the memory's identifiers (whose it
+    is: user, session, agent, ...) and who asked for the promotion (``requestedBy``)."""
     PROMOTION_BLOCKS.labels(reason=reason).inc()
     preview, _ = redact_for(ctx, memory.content)
     extra = details or {}
     audit_record(ctx, action="promotion_blocked", target_type="memory", target_id=memory.pk,
                  details={"reason": reason, "layer": memory.layer, **extra})
+    # The identifiers stay out of the audit log: the item's details are blanked when the
+    # memory is erased (review_items_scrub), an audit entry is not.
     return ReviewItem.objects.create(
         tenant_id=ctx.tenant_id, kind=ReviewKind.PROMOTION_BLOCKED, memory_id=memory.pk,
-        reason=reason, preview=preview, details={"layer": memory.layer, **extra},
+        reason=reason, preview=preview, details={
+            "layer": memory.layer, "identifiers": _identifiers_of(memory),
+            "requestedBy": ctx.principal, **extra},
     )
+
+
+def _identifiers_of(memory: Any) -> dict[str, str]:
+    """The layer identifiers ``memory`` carries, camelCase (only those set)."""
+    return {name: value for name, column in IDENTIFIER_FIELDS.items()
+            if (value := getattr(memory, column, None))}
 
 
 @transaction.atomic

@@ -450,3 +450,23 @@ def test_an_admin_filters_the_audit_log_and_exports_it(live_server: Any, page: P
     shot(page, "audit-log")
     response = page.goto(f"{base}/console/t/{tenant_b.tenant.slug}/audit/")
     assert response is not None and response.status == 404
+
+
+def test_a_reviewer_sees_who_wrote_an_item_whose_it_is_and_what_was_caught(
+        live_server: Any, page: Page, tenant_a: Any) -> None:
+    """Review context: the key that wrote a refused write (or asked for a promotion), the
+    identifiers of whose memory it is, and what the policy caught."""
+    base, slug = live_server.url, tenant_a.tenant.slug
+    hit = policy_hit(tenant_a, "Project bluebird ships in May")
+    blocked = blocked_promotion(tenant_a, "Alice's card is 4111 1111 1111 1111", "s7")
+    console_user(tenant_a, "rita", "reviewer")
+    sign_in(page, base, "rita")
+    expect(page.locator(f"#review-{hit.pk} .review-context")).to_contain_text("api_key:")
+    page.goto(f"{base}/console/t/{slug}/reviews/{hit.pk}/")
+    expect(page.locator("#review-writer")).to_contain_text("api_key:")
+    expect(page.locator("#review-identifiers")).to_contain_text("userId: u1")
+    expect(page.locator("#review-item")).to_contain_text("What the policy caught")
+    expect(page.locator("#review-item")).to_contain_text("bluebird")
+    page.goto(f"{base}/console/t/{slug}/reviews/{blocked.pk}/")
+    expect(page.locator("#review-identifiers")).to_contain_text("sessionId: s7")
+    expect(page.locator("#review-writer")).to_contain_text("asked for the promotion")
