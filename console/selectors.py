@@ -10,11 +10,14 @@ from django.db.models import Count
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
+from console.models import ConsoleMembership
 from governance.models import ReviewItem, ReviewKind, ReviewStatus
 from memories.models import HistoryAction, Kind, Memory, MemoryHistory, State
 from memories.selectors.activity import activity_per_hour
-from tenants.context import TenantContext
+from memory_project.errors import ConfigurationError
+from tenants.context import TenantContext, dangerously_cross_tenant
 from tenants.layers import Layer
+from tenants.models import ApiKey
 
 #: History actions that count as writes on the dashboard.
 WRITE_ACTIONS = (HistoryAction.ADD, HistoryAction.UPDATE, HistoryAction.DELETE,
@@ -83,3 +86,29 @@ def dashboard_get(ctx: TenantContext, *, hours: int = 24) -> Dashboard:
         blocked_promotions=pending.filter(kind=ReviewKind.PROMOTION_BLOCKED).count(),
         pending_reviews=pending.count(),
     )
+
+
+def tenant_counts() -> dict[Any, dict[str, int]] | None:
+    """Per tenant id: active memories, pending review items, active API keys and console
+    members, read across tenants through the platform connection (platform admins' tenant
+    list). ``None`` when no platform connection is configured."""
+    counts: dict[Any, dict[str, int]] = {}
+
+    def add(name: str, rows: Any) -> None:
+        for tenant_id, n in rows:
+            counts.setdefault(tenant_id, {"memories": 0, "reviews": 0, "keys": 0,
+                                          "members": 0})[name] = n
+
+    try:
+        with dangerously_cross_tenant("console tenant list"):
+            add("memories", Memory.objects.dangerously_all_tenants().filter(
+                state=State.ACTIVE).values_list("tenant_id").annotate(Count("id")))
+            add("reviews", ReviewItem.objects.dangerously_all_tenants().filter(
+                status=ReviewStatus.PENDING).values_list("tenant_id").annotate(Count("id")))
+            add("keys", ApiKey.objects.dangerously_all_tenants().filter(
+                revoked_at__isnull=True).values_list("tenant_id").annotate(Count("id")))
+            add("members", ConsoleMembership.objects.dangerously_all_tenants()
+                .values_list("tenant_id").annotate(Count("id")))
+    except ConfigurationError:
+        return None
+    return counts

@@ -60,6 +60,20 @@ def _digest(raw_key: str) -> str:
 
 
 @transaction.atomic
+def tenant_set_active(ctx: TenantContext, /, *, active: bool) -> Tenant:
+    """Deactivate (every key and console page of the tenant stops answering; its data stays)
+    or reactivate ``ctx``'s tenant, audited in its log as ``ctx.principal``. Idempotent.
+    Platform staff only: run inside ``dangerously_cross_tenant`` (the application's role may
+    change a tenant's settings, never whether it is active)."""
+    tenant = Tenant.objects.select_for_update().get(pk=ctx.tenant_id)
+    if tenant.is_active != active:
+        tenant.is_active = active
+        tenant.save(update_fields=["is_active"])
+        audit_record(ctx, action="tenant_activated" if active else "tenant_deactivated",
+                     target_type="tenant", target_id=tenant.pk)
+    return tenant
+
+
 def tenant_create(*, name: str, slug: str | None = None) -> Tenant:
     """Create a tenant (company).
 

@@ -8,6 +8,8 @@ from django.shortcuts import redirect, render
 
 from console.access import membership_of
 from console.models import ConsoleRole
+from console.selectors import tenant_counts
+from console.views.platform import NEW_TENANT_SESSION
 from tenants.models import Tenant
 
 
@@ -15,8 +17,13 @@ from tenants.models import Tenant
 def index(request: HttpRequest) -> HttpResponse:
     """``/console/``: the tenant list (platform admins) or the member's first page."""
     if request.user.is_superuser:
-        tenants = Tenant.objects.order_by("name")
-        return render(request, "console/index.html", {"tenants": tenants, "title": "Tenants"})
+        counts = tenant_counts()
+        rows = [(tenant, (counts or {}).get(tenant.pk, {}))
+                for tenant in Tenant.objects.order_by("name")]
+        left = request.session.pop(NEW_TENANT_SESSION, None)
+        return render(request, "console/index.html", {
+            "rows": rows, "counted": counts is not None, "new_tenant_key": left,
+            "title": "Tenants"})
     membership = membership_of(request.user)
     if membership is None or not membership.tenant.is_active:
         return render(request, "console/no_access.html", {"title": "No console access"},

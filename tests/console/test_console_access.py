@@ -178,6 +178,7 @@ def test_signed_out_visitors_are_sent_to_the_login_page(world: World) -> None:
     assert state(world, "a")[0] == State.ACTIVE
 
 
+@pytest.mark.django_db(databases=["default", "owner", "platform"])  # the tenant list's counts
 def test_a_platform_admin_opens_every_tenant(world: World) -> None:
     client = client_for(platform_admin())
     index = client.get("/console/")

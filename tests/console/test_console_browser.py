@@ -45,7 +45,8 @@ if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.django_db(transaction=True, databases=["default", "owner"])]
+              pytest.mark.django_db(transaction=True,
+                                    databases=["default", "owner", "platform"])]
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 TIMEOUT_MS = 20_000
@@ -470,3 +471,24 @@ def test_a_reviewer_sees_who_wrote_an_item_whose_it_is_and_what_was_caught(
     page.goto(f"{base}/console/t/{slug}/reviews/{blocked.pk}/")
     expect(page.locator("#review-identifiers")).to_contain_text("sessionId: s7")
     expect(page.locator("#review-writer")).to_contain_text("asked for the promotion")
+
+
+def test_a_platform_admin_creates_and_deactivates_a_tenant(live_server: Any, page: Page,
+                                                           tenant_a: Any) -> None:
+    """Platform admin: create a tenant (its first admin key shown once), deactivate it after
+    confirming, reactivate it."""
+    base = live_server.url
+    platform_admin()
+    sign_in(page, base, "root")
+    page.fill("#tenant-name", "Initech")
+    page.click("#create-tenant")
+    expect(page.locator("#new-tenant-key")).to_contain_text("msk_")
+    expect(page.locator("#tenant-initech")).to_contain_text("Initech")
+    page.reload()
+    expect(page.locator("#new-tenant-key")).to_have_count(0)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#tenant-initech .deactivate").click()
+    expect(page.locator("#tenant-initech .active")).to_have_text("no")
+    page.locator("#tenant-initech .reactivate").click()
+    expect(page.locator("#tenant-initech .active")).to_have_text("yes")
+    shot(page, "tenants")
