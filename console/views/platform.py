@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from memory_project.errors import MemoryServiceError
+from memory_project.errors import ConfigurationError, MemoryServiceError
 from tenants.context import TenantContext, dangerously_cross_tenant
 from tenants.entry import run_in_scope
 from tenants.models import Tenant
@@ -63,7 +63,11 @@ def tenant_active(request: HttpRequest, tenant_slug: str) -> HttpResponse:
         return render(request, "console/not_found.html", status=404)
     active = request.POST.get("active") == "on"
     ctx = system_context(tenant, _actor(request))
-    with dangerously_cross_tenant("platform admin console: tenant activation"):
-        run_in_scope(ctx, tenant_set_active, ctx, active=active)
+    try:
+        with dangerously_cross_tenant("platform admin console: tenant activation"):
+            run_in_scope(ctx, tenant_set_active, ctx, active=active)
+    except ConfigurationError as err:  # no platform connection configured
+        messages.error(request, err.message)
+        return redirect("console:index")
     messages.success(request, f"Tenant {tenant.name} {'reactivated' if active else 'deactivated'}.")
     return redirect("console:index")
