@@ -14,7 +14,6 @@ from memories.models import Memory, State
 from tenants.context import tenant_scope
 from tenants.models import ApiKey
 from tests.console_helpers import (
-    FAST_HASHERS,
     MISSING,
     audit_actions,
     console_user,
@@ -40,11 +39,6 @@ class World:
                 key = ApiKey.objects.order_by("created_at").first()
             self.objects[name] = {"memory": memory.pk, "policy": pol.pk, "item": item.pk,
                                   "key": key.pk, "slug": tenant.tenant.slug}
-
-
-@pytest.fixture(autouse=True)
-def fast_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = FAST_HASHERS
 
 
 @pytest.fixture

@@ -17,21 +17,8 @@ from django.utils import timezone
 from tenants.audit import audit_record
 from tenants.context import tenant_scope
 from tenants.models import AuditEntry
-from tests.console_helpers import FAST_HASHERS, console_user
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fast_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = FAST_HASHERS
-
-
-@pytest.fixture
-def admin(tenant_a: Any) -> Client:
-    client = Client()
-    client.force_login(console_user(tenant_a, "alice", "admin"))
-    return client
 
 
 def log(tenant: Any, action: str, *, days_ago: int = 0, **details: Any) -> None:

@@ -28,7 +28,6 @@ from memories.models import Memory
 from tenants.context import tenant_scope
 from tenants.models import ApiKey, Tenant
 from tests.console_helpers import (
-    FAST_HASHERS,
     PASSWORD,
     blocked_promotion,
     console_user,
@@ -73,11 +72,6 @@ def browser(orm_beside_playwright: None) -> Iterator[Browser]:
             executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
         yield launched
         launched.close()
-
-
-@pytest.fixture(autouse=True)
-def fast_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = FAST_HASHERS
 
 
 @pytest.fixture

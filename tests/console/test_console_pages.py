@@ -17,26 +17,12 @@ from memories.models import Memory, MemoryHistory, State
 from tenants.context import tenant_scope
 from tenants.models import ApiKey, Tenant
 from tests.console_helpers import (
-    FAST_HASHERS,
     audit_actions,
     blocked_promotion,
-    console_user,
     policy_hit,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fast_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = FAST_HASHERS
-
-
-@pytest.fixture
-def admin(tenant_a: Any) -> Client:
-    client = Client()
-    client.force_login(console_user(tenant_a, "alice", "admin"))
-    return client
 
 
 def url(tenant: Any, path: str = "") -> str:

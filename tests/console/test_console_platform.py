@@ -13,15 +13,15 @@ from rest_framework.test import APIClient
 
 from tenants.context import tenant_scope
 from tenants.models import AuditEntry, Tenant
-from tests.console_helpers import FAST_HASHERS, console_user, platform_admin
+from tests.console_helpers import console_user, platform_admin
 
 # Counts and activation go through the platform connection: they see committed rows only.
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "owner", "platform"])
 
 
 @pytest.fixture(autouse=True)
-def fast_hashing(settings: Any, owner_flushes: None) -> None:
-    settings.PASSWORD_HASHERS = FAST_HASHERS
+def _owner_flushes(owner_flushes: None) -> None:
+    """Transactional tests: the owner role empties the tables afterwards."""
 
 
 @pytest.fixture
