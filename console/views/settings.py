@@ -4,11 +4,13 @@ revocable) and the periodic jobs (django-celery-beat)."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_celery_beat.models import PeriodicTask
 
@@ -28,6 +30,9 @@ from tenants.services import api_key_create, api_key_revoke
 from tenants.tenant_settings import section
 
 KEY_ROLES = tuple(role.value for role in Role)
+#: Lifetimes a new key may be given, in days ("" = it never expires).
+KEY_EXPIRIES = (("", "never"), ("7", "in 7 days"), ("30", "in 30 days"),
+                ("90", "in 90 days"), ("365", "in a year"))
 
 
 def _initial(access: ConsoleAccess) -> dict[str, Any]:
@@ -83,6 +88,7 @@ def _page(request: HttpRequest, access: ConsoleAccess, form: SettingsForm,
     return render(request, "console/settings.html", {
         "access": access, "form": form, "weights": weights, "keys": keys,
         "last_admin_keys": admin_keys if len(admin_keys) == 1 else [], "key_roles": KEY_ROLES,
+        "key_expiries": KEY_EXPIRIES,
         "new_key": new_key, "schedules": PeriodicTask.objects.order_by("name"),
         "title": f"{access.tenant.name}: settings", "tab": "settings",
     }, status=status)
@@ -127,7 +133,12 @@ def key_create(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
     shows it this once (post/redirect/get: reloading that page creates nothing)."""
     name = request.POST.get("name", "").strip()[:200]
     roles = [r for r in request.POST.getlist("roles") if r in KEY_ROLES] or ["admin"]
-    key, raw_key = api_key_create(access.ctx, name=name, roles=roles)
+    days = request.POST.get("expires_in_days", "")
+    if days not in dict(KEY_EXPIRIES):
+        messages.error(request, "Choose when the key expires from the list.")
+        return redirect("console:settings", tenant_slug=access.tenant.slug)
+    expires_at = timezone.now() + timedelta(days=int(days)) if days else None
+    key, raw_key = api_key_create(access.ctx, name=name, roles=roles, expires_at=expires_at)
     request.session[NEW_KEY_SESSION] = {"tenant": access.tenant.slug, "key": raw_key}
     messages.success(request, f"Key {key.prefix}… created.")
     return redirect("console:settings", tenant_slug=access.tenant.slug)

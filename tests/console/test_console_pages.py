@@ -305,3 +305,21 @@ def test_a_server_error_under_the_console_is_the_consoles_page() -> None:
     assert b"Something went wrong" in response.content
     api = handler500(RequestFactory().get("/api/v1/memories"))
     assert api["Content-Type"].startswith("application/json")
+
+
+def test_a_key_can_be_given_a_lifetime(tenant_a: Any, admin: Client) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    assert admin.post(url(tenant_a, "settings/keys/"), {
+        "name": "temp", "roles": ["reader"], "expires_in_days": "30"}).status_code == 302
+    assert admin.post(url(tenant_a, "settings/keys/"), {
+        "name": "odd", "expires_in_days": "9999"}).status_code == 302
+    with tenant_scope(tenant_a.ctx):
+        key = ApiKey.objects.get(name="temp")
+        assert not ApiKey.objects.filter(name="odd").exists()
+    assert key.expires_at is not None
+    assert abs(key.expires_at - (timezone.now() + timedelta(days=30))) < timedelta(minutes=5)
+    page = admin.get(url(tenant_a, "settings/")).content.decode()
+    assert key.expires_at.strftime("%Y-%m-%d") in page
