@@ -15,7 +15,6 @@ import re
 from typing import Any
 
 from memory_project.errors import InvalidInput, MissingIdentifier
-from tenants.layers import MAX_IDENTIFIER_LENGTH
 
 #: The ``userId`` of the agent layer for memories that belong to an agent and a project
 #: rather than to one user (the agent layer requires a userId; seed 001 matrix).
@@ -44,19 +43,15 @@ def validate_agent_name(name: Any) -> str:
     return name
 
 
-def validate_project_id(value: Any) -> str:
-    """``value`` when it is a project id.
+def validate_project_id(value: Any) -> Any:
+    """``value``, refusing a missing project id (its form is checked with the other
+    identifiers, ``LayerIdentifiers.from_mapping``).
 
     Raises:
         MissingIdentifier: absent or empty.
-        InvalidInput: not a string, over 255 characters, or holding a NUL character.
     """
     if value is None or value == "":
         raise MissingIdentifier("projectId is required.", details={"required": ["projectId"]})
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_IDENTIFIER_LENGTH \
-            or "\x00" in value:
-        raise InvalidInput(f"projectId must be a string of 1 to {MAX_IDENTIFIER_LENGTH} "
-                           "characters without NUL.")
     return value
 
 

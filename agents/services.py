@@ -17,7 +17,7 @@ from agents.records import metadata_for, validate_agent_name, validate_source
 from agents.selectors import agent_identifiers, agent_memories_queryset
 from jobs.services import job_enqueue
 from llm.purposes.learnings import extract_learnings
-from memories.embedding.embedders import content_hash, embed_texts
+from memories.embedding.embedders import embed_texts
 from memories.models import Memory
 from memories.restrictions import check_layer
 from memories.retrieval.partition import resolve_identifiers
@@ -144,11 +144,11 @@ class ExtractionOutcome:
     fallback: bool
 
 
-def _known(identifiers: LayerIdentifiers, text: str, vector: Any) -> bool:
-    same = agent_memories_queryset(identifiers)
-    if same.filter(content_hash=content_hash(text)).exists():
-        return True
-    nearest = (same.annotate(distance=CosineDistance("embedding", vector))
+def _known(identifiers: LayerIdentifiers, vector: Any) -> bool:
+    """Whether a memory of the agent+project is this close (the same text embeds the same,
+    so it is always known)."""
+    nearest = (agent_memories_queryset(identifiers)
+               .annotate(distance=CosineDistance("embedding", vector))
                .order_by("distance").values_list("distance", flat=True).first())
     return nearest is not None and 1.0 - float(nearest) >= KNOWN_SIMILARITY
 
@@ -167,7 +167,7 @@ def agent_learnings_store(ctx: TenantContext, *, identifiers: dict[str, str],
     stored: list[Memory] = []
     known = refused = 0
     for text, (vector, _) in zip(texts, vectors, strict=True):
-        if _known(scope, text, vector):
+        if _known(scope, vector):
             known += 1
             continue
         item = MemoryInput(content=text, layer=Layer.AGENT.value, identifiers=scope,
