@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.console_helpers import PASSWORD
@@ -13,6 +14,11 @@ from tests.console_helpers import PASSWORD
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 TIMEOUT_MS = 20_000
+#: The marks of every browser test module (``pytestmark = BROWSER_TEST``): slow, and a
+#: transactional database the live server can read (``conftest.py`` says why).
+BROWSER_TEST = [pytest.mark.slow,
+                pytest.mark.django_db(transaction=True,
+                                      databases=["default", "owner", "platform"])]
 
 
 def sign_in(page: Page, base: str, username: str) -> None:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
 from playwright.sync_api import Page, expect
 
 from governance.models import ReviewItem, ReviewStatus
 from tenants.context import tenant_scope
-from tests.console.browser_helpers import shot, sign_in
+from tests.console.browser_helpers import BROWSER_TEST, shot, sign_in
 from tests.console_helpers import (
     blocked_promotion,
     console_user,
@@ -23,9 +22,7 @@ from tests.console_helpers import (
     policy_hit,
 )
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.django_db(transaction=True,
-                                    databases=["default", "owner", "platform"])]
+pytestmark = BROWSER_TEST
 
 
 def test_a_tenant_admin_searches_opens_a_memory_tries_a_policy_and_is_kept_out_of_others(

@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import Page, expect
 
-from tests.console.browser_helpers import shot, sign_in
+from tests.console.browser_helpers import BROWSER_TEST, shot, sign_in
 from tests.console_helpers import (
     blocked_promotion,
     console_user,
@@ -18,9 +17,7 @@ from tests.console_helpers import (
     policy_hit,
 )
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.django_db(transaction=True,
-                                    databases=["default", "owner", "platform"])]
+pytestmark = BROWSER_TEST
 
 
 def test_an_admin_filters_the_audit_log_and_exports_it(live_server: Any, page: Page,

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from playwright.sync_api import Page, expect
 
 from memories.models import Memory
 from tenants.context import tenant_scope
 from tenants.models import ApiKey, Tenant
-from tests.console.browser_helpers import sign_in
+from tests.console.browser_helpers import BROWSER_TEST, sign_in
 from tests.console_helpers import (
     blocked_promotion,
     console_user,
@@ -19,9 +18,7 @@ from tests.console_helpers import (
     policy_hit,
 )
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.django_db(transaction=True,
-                                    databases=["default", "owner", "platform"])]
+pytestmark = BROWSER_TEST
 
 
 def test_out_of_range_settings_and_policies_are_form_errors_and_keys_are_created_once(
