@@ -30,7 +30,7 @@ from memory_project.errors import ConfigurationError
 #: Seconds a purpose may wait for one model call (the local 1.5B model writes about 15–25
 #: tokens/s on two idle cores; ``llm_bench`` measures it).
 DEFAULT_TIMEOUTS: dict[str, float] = {
-    "entities": 60.0, "summarize": 120.0, "memories": 90.0, "query": 30.0, "learnings": 90.0,
+    "graph": 60.0, "summarize": 120.0, "memories": 90.0, "query": 30.0, "learnings": 90.0,
 }
 LOCAL_MODEL_NAME = "local"
 

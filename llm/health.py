@@ -30,7 +30,7 @@ def _probe() -> dict[str, Any]:
         logger.warning("language model probe failed: %s", exc)
         return {"status": "down", "fallback": True, "error": type(exc).__name__}
     return {"status": "healthy", "fallback": False, "latencyMs": round(latency, 2),
-            "model": config.model_for("entities")}
+            "model": config.model_for("graph")}
 
 
 def llm_component() -> dict[str, Any]:

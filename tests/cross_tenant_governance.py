@@ -29,7 +29,7 @@ def populate(b: Any) -> dict[str, str]:
         review = ReviewItem.objects.create(tenant_id=b.ctx.tenant_id,
                                            kind=ReviewKind.PROMOTION_BLOCKED,
                                            reason="sensitive", preview="preview of b")
-        usage_record(b.ctx, purpose="entities", model="model-of-b", outcome="ok",
+        usage_record(b.ctx, purpose="graph", model="model-of-b", outcome="ok",
                      prompt_tokens=1234, completion_tokens=56)
     b.add("Globex session note", "session",
           identifiers={"userId": "u1", "sessionId": "sess-of-b"}, importance=0.9)

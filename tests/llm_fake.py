@@ -128,6 +128,6 @@ def configured_fake_llm(settings: Any) -> Iterator[FakeLLM]:
         settings.LLM_BASE_URL = server.url
         settings.LLM_MODEL = "fake-model"
         settings.LLM_TIMEOUTS = json.dumps({purpose: 2 for purpose in (
-            "entities", "summarize", "memories", "query", "learnings")})
+            "graph", "summarize", "memories", "query", "learnings")})
         settings.LLM_PRICES = '{"fake-model": {"prompt": 1.0, "completion": 2.0}}'
         yield server

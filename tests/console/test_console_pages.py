@@ -285,7 +285,7 @@ def test_the_language_model_page_shows_the_periods_usage_against_the_budget(
         usage_record(tenant_a.ctx, purpose="summarize", model="local", outcome="ok",
                      prompt_tokens=1200, completion_tokens=300)
     with tenant_scope(tenant_b.ctx):
-        usage_record(tenant_b.ctx, purpose="entities", model="model-of-globex", outcome="ok",
+        usage_record(tenant_b.ctx, purpose="graph", model="model-of-globex", outcome="ok",
                      prompt_tokens=7, completion_tokens=7)
     response = admin.get(url(tenant_a, "llm/"))
     assert response.status_code == 200

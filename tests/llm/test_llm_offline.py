@@ -14,7 +14,7 @@ import pytest
 
 from llm import weights
 from llm.models import LlmUsage
-from llm.purposes.entities import extract_entities
+from llm.purposes.graph import extract_graph
 from llm.purposes.memories import Message, extract_memories
 from llm.purposes.query import refine_query
 from llm.purposes.summarize import Source, summarize
@@ -28,8 +28,8 @@ from tests.contract import TenantApiContract
 @pytest.mark.django_db
 def test_every_purpose_answers_offline_and_says_so(tenant_a: Any) -> None:
     with tenant_scope(tenant_a.ctx):
-        found = extract_entities(tenant_a.ctx, text="Maria works at Google in Lisbon since "
-                                                    "March 2021.")
+        found = extract_graph(tenant_a.ctx, text="Maria works at Google in Lisbon since "
+                                                 "March 2021.")
         summary = summarize(tenant_a.ctx, depth="sentence", sources=[
             Source("m1", "Maria works at Google in Lisbon."),
             Source("m2", "Maria likes jazz and plays the piano at Google events."),
@@ -42,17 +42,17 @@ def test_every_purpose_answers_offline_and_says_so(tenant_a: Any) -> None:
         refined = refine_query(tenant_a.ctx, query="Where does Maria work and what does "
                                                    "she play?")
         outcomes = list(LlmUsage.objects.values_list("purpose", "outcome"))
-    assert found.fallback and {("Maria", "PERSON"), ("Google", "ORGANIZATION"),
-                               ("Lisbon", "PLACE")} <= {(e.name, e.type) for e in found.entities}
-    assert ("Maria", "Google", "WORKS_AT") in {(r.source, r.target, r.type)
-                                               for r in found.relations}
+    assert found.fallback and {("Maria", "person"), ("Google", "organisation"), (
+        "Lisbon", "place")} <= {(e.name, e.type) for e in found.value.entities}
+    assert ("maria", "google", "WORKS_ON") in {(r.source, r.target, r.type)
+                                               for r in found.value.relations}
     assert summary.fallback and summary.sentences[0].source_ids in (("m1",), ("m2",))
     assert [(m.text, m.occurred_on) for m in memories.value] == [
         ("Maria: I adopted a cat named Pixel yesterday.", "2023-05-07")]
     assert refined.fallback and refined.value.subqueries == (
         "Where does Maria work?", "what does she play?")
     assert {"Maria", "work", "play"} <= set(refined.value.keywords)
-    assert sorted(outcomes) == [("entities", "fallback"), ("memories", "fallback"),
+    assert sorted(outcomes) == [("graph", "fallback"), ("memories", "fallback"),
                                 ("query", "fallback"), ("summarize", "fallback")]
 
 

@@ -3,10 +3,10 @@ the local model, not a test.
 
 Starts ``llm_serve`` in its own process on a free port and prints: load time, first-token
 latency and generation speed (tokens/s, streamed, median of ``--runs``), and the server's
-peak resident memory. With ``--locomo``, it also runs entity extraction on the first
-``--turns`` substantial turns of the file through the model and through the offline
-fallback, and one cited summary of them at each depth, printing everything for checking by
-hand (README "Language model" gives the figures measured).
+peak resident memory. With ``--locomo``, it also runs the ``graph`` purpose (entities and
+relations) on the first ``--turns`` substantial turns of the file through the model and
+through the offline fallback, and one cited summary of them at each depth, printing
+everything for checking by hand (README "Language model" gives the figures measured).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from openai import OpenAI
 
 from llm.local_server import free_port, start_process, stop_process, wait_healthy
-from llm.purposes.entities import PURPOSE as ENTITIES
-from llm.purposes.entities import EntitiesInput
+from llm.purposes.graph import PURPOSE as GRAPH
+from llm.purposes.graph import GraphInput
 from llm.purposes.summarize import DEPTHS, Source, SummaryInput
 from llm.purposes.summarize import PURPOSE as SUMMARIZE
 from llm.runner import ask_model
@@ -34,7 +34,7 @@ PROMPT = ("Write three sentences about why people keep diaries, then list three 
 
 
 class Command(BaseCommand):
-    help = "Speed, latency and memory of the local model; entity and summary output on LoCoMo."
+    help = "Speed, latency and memory of the local model; graph and summary output on LoCoMo."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--model", choices=sorted(MODELS), default=None,
@@ -103,28 +103,28 @@ class Command(BaseCommand):
         from bench.locomo import load_samples, turns
 
         settings.LLM_BASE_URL = base
-        settings.LLM_TIMEOUTS = '{"entities": 600, "summarize": 600}'
+        settings.LLM_TIMEOUTS = '{"graph": 600, "summarize": 600}'
         picked = [t for sample in load_samples(path) for t in turns(sample)
                   if len(t.text.split()) >= 8][:count]
         latencies = []
         for i, turn in enumerate(picked, start=1):
-            self.stderr.write(f"entities {i}/{len(picked)}")
-            payload = EntitiesInput(turn.content)
+            self.stderr.write(f"graph {i}/{len(picked)}")
+            payload = GraphInput(turn.content)
             started = time.perf_counter()
             try:
-                value, outcome, _, _ = ask_model(ENTITIES, payload, "local")
+                value, outcome, _, _ = ask_model(GRAPH, payload, "local")
                 model_side = ", ".join(f"{e.name}/{e.type}" for e in value.entities)
                 relations = ", ".join(f"{r.source}-{r.type}->{r.target}"
                                       for r in value.relations)
             except Exception as exc:
                 model_side, relations, outcome = f"failed: {exc}", "", "error"
             latencies.append(time.perf_counter() - started)
-            offline = ENTITIES.fallback(payload)
+            offline = GRAPH.fallback(payload)
             self.stdout.write(
                 f"[{turn.dia_id}] {turn.content}\n  model ({outcome}): {model_side}\n"
                 f"  relations: {relations}\n  spaCy: "
                 + ", ".join(f"{e.name}/{e.type}" for e in offline.entities))
-        self.stdout.write(f"entity extraction: median {statistics.median(latencies):.1f} s "
+        self.stdout.write(f"graph extraction: median {statistics.median(latencies):.1f} s "
                           "per turn")
         sources = tuple(Source(t.dia_id, t.content) for t in picked)
         for depth in DEPTHS:
