@@ -4,7 +4,7 @@ overwrites an admin's change.
 
 An entry with ``"job"`` runs ``memories.run_job`` with that job name (see
 ``memories.tasks.JOBS``), which fans out to one task per active tenant; an entry with
-``"task"`` runs that task without arguments.
+``"task"`` runs that task with its ``"args"`` (none by default).
 """
 
 from __future__ import annotations
@@ -36,6 +36,18 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # object (tenants.audit.security_probes_classify). Every 5 minutes.
     "classify security probes": {"task": "governance.security_probes_classify",
                                  "every_seconds": 300},
+    # Seed 001 "Automated Graph Backups": a versioned copy of every tenant's graph snapshot,
+    # kept 7 days (GRAPH_BACKUP_RETENTION_DAYS). Every 6 hours.
+    "graph backups": {"task": "graph.run_job", "args": ["backup"], "every_seconds": 6 * 3600},
+    # Seed 001 "Periodic integrity scan": orphaned graph rows are audited and removed. Daily.
+    "graph integrity scan": {"task": "graph.run_job", "args": ["integrity"],
+                             "crontab": {"minute": "50", "hour": "3"}},
+    # Seed 001 "Soft delete with deferred cleanup": graph data of memories soft-deleted past
+    # the tenant's retention is removed. Daily, after the memories' own purge.
+    "purge deleted graph data": {"task": "graph.run_job", "args": ["purge"],
+                                 "crontab": {"minute": "55", "hour": "3"}},
+    # Graph partitions a failed publication left unpublished are published. Every minute.
+    "graph checkpoint": {"task": "graph.checkpoint", "every_seconds": 60},
 }
 
 
@@ -60,7 +72,8 @@ def sync_beat_schedule() -> list[str]:
                 **{"day_of_week": "*", "day_of_month": "*", "month_of_year": "*",
                    "timezone": "UTC", **entry["crontab"]})
         if "task" in entry:
-            PeriodicTask.objects.create(name=name, task=entry["task"], **schedule)
+            PeriodicTask.objects.create(name=name, task=entry["task"],
+                                        args=json.dumps(entry.get("args", [])), **schedule)
         else:
             PeriodicTask.objects.create(name=name, task="memories.run_job",
                                         args=json.dumps([entry["job"]]), **schedule)

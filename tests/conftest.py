@@ -19,10 +19,12 @@ from tenants.models import Tenant
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_test_environment: Any, django_db_blocker: Any) -> Iterator[None]:
+def django_db_setup(django_test_environment: Any, django_db_blocker: Any,
+                    django_db_modify_db_settings: Any) -> Iterator[None]:
     """Create the test database as the owner role, migrate it as the owner role, and point
     the app role (``default``) and the platform role (``platform``) at it: tests then run as
-    the roles the service runs as."""
+    the roles the service runs as. pytest-django's suffixes apply (``TOX_PARALLEL_ENV=x``
+    gives runs side by side a test database each)."""
     with django_db_blocker.unblock():
         owner, default = connections["owner"], connections["default"]
         old_name = owner.settings_dict["NAME"]

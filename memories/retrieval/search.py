@@ -9,6 +9,9 @@ Per layer the caller can reach:
   ``k = 60``; a memory missing from a list takes rank ``limit + 1`` there (seed 002; Cormack,
   Clarke & Büttcher, SIGIR 2009). The threshold applies to the semantic list only: a keyword
   match is lexical evidence of its own.
+- graph expansion (``graph_hops`` 1..3, hybrid only): a third list in the fusion — the
+  memories the knowledge graph links to the entities the query names, within that many hops
+  (``memories.retrieval.expansion``), ordered by cosine similarity to the query.
 
 Layers are then merged by precedence (agent first), then score; a result whose cosine
 similarity to an already kept result of a higher-precedence layer is ≥ 0.95 is dropped
@@ -35,6 +38,7 @@ from memories.embedding.embedders import embed_query
 from memories.models import UNSERVED_COLUMNS, Kind, Memory
 from memories.restrictions import allowed_layers_of, check_layer
 from memories.retrieval.concurrency import run_concurrently
+from memories.retrieval.expansion import MAX_HOPS, expanded_ids
 from memories.retrieval.filters import MetadataFilter
 from memories.retrieval.keyword import bm25
 from memories.retrieval.partition import (
@@ -83,6 +87,7 @@ class SearchRequest:
     metadata_filter: MetadataFilter = field(default_factory=MetadataFilter)
     mode: str = Mode.HYBRID
     scope: str | None = None
+    graph_hops: int = 0
 
     def validated_query(self) -> str:
         """Check the request; returns its query, stripped as ``validate_query`` does.
@@ -101,6 +106,14 @@ class SearchRequest:
             )
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise InvalidInput("threshold must be within [0, 1].", operation="memory.search")
+        if (isinstance(self.graph_hops, bool) or not isinstance(self.graph_hops, int)
+                or not 0 <= self.graph_hops <= MAX_HOPS):
+            raise InvalidInput(f"graphHops must be within 0..{MAX_HOPS}.",
+                               operation="memory.search",
+                               details={"field": "graphHops", "min": 0, "max": MAX_HOPS})
+        if self.graph_hops and self.mode != Mode.HYBRID:
+            raise InvalidInput("graphHops needs the hybrid mode.", operation="memory.search",
+                               details={"field": "graphHops"})
         return query
 
 
@@ -114,6 +127,7 @@ class SearchHit:
     semantic_rank: int | None = None
     keyword_score: float | None = None
     keyword_rank: int | None = None
+    graph_rank: int | None = None
     rrf: float | None = None
     score: float = 0.0
 
@@ -183,8 +197,10 @@ def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray 
 
 
 def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
-          semantic: list[Memory], keyword: list[Memory]) -> list[SearchHit]:
-    """One layer's candidates from its two lists, scored for ``mode`` (RRF for hybrid)."""
+          semantic: list[Memory], keyword: list[Memory],
+          graph: list[Memory] | None = None) -> list[SearchHit]:
+    """One layer's candidates from its lists, scored for ``mode`` (RRF for hybrid; the graph
+    list, when given, is a third term of the fusion)."""
     by_id: dict[Any, SearchHit] = {}
     for rank, memory in enumerate(semantic, start=1):
         distance = float(cast(Any, memory).distance)  # annotated by the semantic list
@@ -194,6 +210,9 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
         cand = by_id.setdefault(memory.pk, SearchHit(memory, layer))
         cand.keyword_score = float(cast(Any, memory).keyword_score)
         cand.keyword_rank = rank
+    for rank, memory in enumerate(graph or [], start=1):
+        cand = by_id.setdefault(memory.pk, SearchHit(memory, layer))
+        cand.graph_rank = rank
     missing = limit + 1
     for cand in by_id.values():
         if vector is not None and cand.similarity is None:
@@ -201,7 +220,7 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
         if mode == Mode.HYBRID:
             cand.rrf = 1.0 / (RRF_K + (cand.semantic_rank or missing)) + 1.0 / (
                 RRF_K + (cand.keyword_rank or missing)
-            )
+            ) + (1.0 / (RRF_K + (cand.graph_rank or missing)) if graph is not None else 0.0)
             cand.score = cand.rrf
         elif mode == Mode.SEMANTIC:
             cand.score = cand.similarity or 0.0
@@ -237,6 +256,17 @@ def _layer_candidates(
     lists = [job() if job else []
              for job in _list_jobs(base, request, vector, threshold, partition_lexeme)]
     return _fuse(layer, request.mode, request.limit, vector, *lists)
+
+
+def graph_list(base: QuerySet[Memory], linked: list[Any], vector: np.ndarray,
+               limit: int) -> list[Memory]:
+    """The graph's list for one layer: the linked memories of ``base``, most similar to the
+    query first (cosine), at most ``limit``."""
+    if not linked:
+        return []
+    return list(base.defer(*UNSERVED_COLUMNS).filter(pk__in=linked)
+                .annotate(distance=CosineDistance("embedding", vector))
+                .order_by("distance", "pk")[:limit])
 
 
 def _order_within_layer(cand: SearchHit) -> tuple[float, float, str]:
@@ -336,11 +366,14 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
                                   partition_lexeme(ctx.tenant_id, layer, identifiers)))
     done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
     lists = [next(done) if job else [] for job in planned]
+    linked = expanded_ids(ctx, query, request.graph_hops) if vector is not None else []
     candidates: list[SearchHit] = []
     total = 0
     for index, (layer, _) in enumerate(bases):
+        graph = (graph_list(bases[index][1], linked, vector, request.limit)
+                 if request.graph_hops and vector is not None else None)
         found = _fuse(layer, request.mode, request.limit, vector,
-                      lists[2 * index], lists[2 * index + 1])
+                      lists[2 * index], lists[2 * index + 1], graph)
         total += len(found)
         candidates.extend(found[: request.limit])
     ranked = time.perf_counter()

@@ -17,6 +17,7 @@ from llm import cache as llm_cache
 from memories.embedding.embedders import cache_evict
 from memories.models import ClosedSession, HistoryAction, Memory, State
 from memories.services.history import history_erase, history_record, history_row, history_texts
+from memories.signals import memories_restored, memories_soft_deleted
 from memory_project.errors import (
     InvalidInput,
     MemoryNotFound,
@@ -98,6 +99,8 @@ def _soft_delete(ctx: TenantContext, memories: list[Memory]) -> int:
                     old_metadata=m.metadata, details={"previousState": m.state})
         for m in memories
     )
+    memories_soft_deleted.send(sender=Memory, tenant_id=ctx.tenant_id,
+                               memory_ids=[m.pk for m in memories])
     return len(memories)
 
 
@@ -270,6 +273,7 @@ def _restore(ctx: TenantContext, memory: Memory) -> tuple[Memory, bool]:
         new_metadata=memory.metadata if old_metadata != memory.metadata else None,
         details=previous,
     )])
+    memories_restored.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=[memory.pk])
     return memory, True
 
 

@@ -27,6 +27,7 @@ from memories.services.deletion import memories_erase
 from memories.services.history import history_record, history_row
 from memories.services.lifecycle_config import deleted_retention_days, lifecycle_section
 from memories.services.memory import MAX_METADATA_BYTES
+from memories.signals import memories_stored
 from tenants.audit import audit_record
 from tenants.context import TenantContext
 
@@ -227,6 +228,8 @@ def _merge(ctx: TenantContext, first: uuid.UUID, second: uuid.UUID, similarity: 
     other.version = F("version") + 1
     other.save(update_fields=["metadata", "state", "version", "updated_at"])
     changed = content != old_content
+    if changed:
+        memories_stored.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=[survivor.pk])
     history_record([
         history_row(ctx, survivor.pk, HistoryAction.MERGE,
                     old_content=old_content if changed else None,

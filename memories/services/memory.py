@@ -20,6 +20,7 @@ from memories.retrieval.filters import SOURCE_TYPES
 from memories.retrieval.partition import resolve_identifiers
 from memories.services.history import history_added, history_record, history_row
 from memories.services.references import base_importance_expression, importance_expression
+from memories.signals import memories_stored
 from memories.telemetry import results_observed
 from memory_project.errors import (
     ContentTooLong,
@@ -228,6 +229,8 @@ def memory_bulk_add(ctx: TenantContext, *, items: list[MemoryInput],
     with transaction.atomic():
         Memory.objects.bulk_create(memories)
         history_added(ctx, memories)
+        memories_stored.send(sender=Memory, tenant_id=ctx.tenant_id,
+                             memory_ids=[m.pk for m in memories])
     results_observed(layers=[m.layer for m in memories], result_layers=[m.layer for m in memories])
     return [
         AddResult(memory=m, embedding_generated=generated)
@@ -359,4 +362,6 @@ def memory_update(
             new_metadata=memory.metadata if metadata_changed else None,
             details={"version": memory.version, "fields": sorted(changed)},
         )])
+        if content_changed:
+            memories_stored.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=[memory.pk])
     return UpdateResult(memory=memory, embedding_regenerated=new_content is not None)

@@ -33,7 +33,7 @@ MODES = ("semantic", "keyword", "hybrid", "recall")
 
 
 def retrieve(ctx: TenantContext, mode: str, sample_id: str, question: str, k: int,
-             threshold: float | None = None) -> list[Any]:
+             threshold: float | None = None, graph_hops: int = 0) -> list[Any]:
     """The first ``k`` memories for ``question`` in the conversation ``sample_id``."""
     identifiers = LayerIdentifiers(projectId=sample_id)
     if mode == "recall":
@@ -44,13 +44,14 @@ def retrieve(ctx: TenantContext, mode: str, sample_id: str, question: str, k: in
         return [r.candidate.memory for r in recalled]
     found = memory_search(ctx, SearchRequest(
         query=question, identifiers=identifiers, layers=("project",), limit=k, threshold=threshold,
-        mode=Mode(mode),
+        mode=Mode(mode), graph_hops=graph_hops,
     ))
     return [c.memory for c in found.results]
 
 
 def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
-             progress: Any = None, threshold: float | None = None) -> dict[str, Any]:
+             progress: Any = None, threshold: float | None = None,
+             graph_hops: int = 0) -> dict[str, Any]:
     """Run the evaluation; returns ``{"mode", "k", "questions", "recall": {category: {k: r}},
     "latency_ms": {"p50", "p95"}}``."""
     samples = load_samples(path)
@@ -67,7 +68,7 @@ def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
             raise CommandError(f"Import first: no memories for {', '.join(missing)}.")
         for q in bar:
             start = time.perf_counter()
-            memories = retrieve(ctx, mode, q.sample_id, q.question, depth, threshold)
+            memories = retrieve(ctx, mode, q.sample_id, q.question, depth, threshold, graph_hops)
             latencies.append((time.perf_counter() - start) * 1000)
             retrieved = [cited_turns(m.metadata or {}) for m in memories]
             for k in ks:
@@ -76,6 +77,7 @@ def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
                 scores["overall"][k].append(value)
     return {
         "mode": mode,
+        "graph_hops": graph_hops,
         "threshold": threshold,
         "k": ks,
         "questions": len(asked),
@@ -105,6 +107,8 @@ class Command(BaseCommand):
             help="cosine similarity threshold of the semantic list (default: the tenant's "
                  "default, as the API uses; 0 ranks every memory)",
         )
+        parser.add_argument("--graph-hops", type=int, default=0, choices=range(4),
+                            help="graph expansion of hybrid search (0: off)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -117,13 +121,15 @@ class Command(BaseCommand):
         try:
             report = evaluate(ctx, options["file"], options["mode"], ks,
                               progress=None if options["json"] else self.stderr._out,
-                              threshold=options["threshold"])
+                              threshold=options["threshold"],
+                              graph_hops=options["graph_hops"])
         except MemoryServiceError as err:
             raise CommandError(err.message) from None
         if options["json"]:
             self.stdout.write(json.dumps(report))
             return
-        self.stdout.write(f"mode={report['mode']} threshold={report['threshold']} "
+        self.stdout.write(f"mode={report['mode']} graph_hops={report['graph_hops']} "
+                          f"threshold={report['threshold']} "
                           f"questions={report['questions']}")
         header = "category".ljust(12) + "".join(f"R@{k}".rjust(8) for k in ks) + "      n"
         self.stdout.write(header)

@@ -89,6 +89,11 @@ class SearchRequestSerializer(_RetrievalSerializer):
                                        validators=[_finite], min_value=0, max_value=1,
                                        help_text="cosine similarity in [0, 1]; default 0.7")
     mode = ModeField(required=False, default="hybrid", help_text="semantic | keyword | hybrid")
+    graphHops = serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=3,
+        help_text="graph expansion (hybrid only): memories the knowledge graph links to the "
+                  "entities the query names, within this many hops, fused as a third list; "
+                  "0 (default) turns it off")
     includeSuperseded = StrictBooleanField(
         required=False, default=False,
         help_text="add to each result the memories it superseded (``superseded``, newest "
@@ -97,7 +102,7 @@ class SearchRequestSerializer(_RetrievalSerializer):
     def to_request(self) -> SearchRequest:
         data = self.validated_data
         return SearchRequest(query=data["query"], threshold=data.get("threshold"),
-                             mode=data["mode"], **self._common())
+                             mode=data["mode"], graph_hops=data["graphHops"], **self._common())
 
 
 class RecallRequestSerializer(_RetrievalSerializer):
@@ -118,12 +123,14 @@ class RecallRequestSerializer(_RetrievalSerializer):
         return RecallRequest(topic=topic, min_confidence=data.get("minConfidence"), **common)
 
 
-def search_results(found: list[SearchHit], *, include_superseded: bool = False
-                   ) -> list[dict[str, Any]]:
+def search_results(found: list[SearchHit], *, include_superseded: bool = False,
+                   graph: bool = False) -> list[dict[str, Any]]:
     """Search results: each memory, its score, layer and the parts of the score (the
     memories serialized together: DRF builds a serializer's fields once per list). With
     ``include_superseded``, each also carries ``superseded``: the memories it replaced,
-    newest first (``memories.services.supersede.superseded_chain``)."""
+    newest first (``memories.services.supersede.superseded_chain``). With ``graph`` (a
+    graph-expanded search), each carries ``graphRank`` (its rank in the graph's list, or
+    null)."""
     memories = MemorySerializer([c.memory for c in found], many=True).data
     chains = [MemorySerializer(superseded_chain(c.memory), many=True).data
               if include_superseded else None for c in found]
@@ -137,6 +144,7 @@ def search_results(found: list[SearchHit], *, include_superseded: bool = False
             "keywordScore": cand.keyword_score,
             "keywordRank": cand.keyword_rank,
             "rrf": cand.rrf,
+            **({"graphRank": cand.graph_rank} if graph else {}),
             **({"superseded": chain} if chain is not None else {}),
         }
         for cand, memory, chain in zip(found, memories, chains, strict=True)

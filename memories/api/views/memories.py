@@ -328,7 +328,8 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
             ctx, memory_ids=[c.memory.pk for c in found.results])
         response = Response({
             "results": search_results(
-                found.results, include_superseded=body.validated_data["includeSuperseded"]),
+                found.results, include_superseded=body.validated_data["includeSuperseded"],
+                graph=bool(body.validated_data["graphHops"])),
             "totalCount": found.total_count,
             "searchedLayers": [layer.value for layer in found.searched_layers],
         })

@@ -1,0 +1,53 @@
+"""Search with graph expansion (``graphHops``): the memories linked to the entities a query
+names join the fusion as a third list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.graph.graph_helpers import graph_env, remember
+
+pytestmark = pytest.mark.django_db
+__all__ = ["graph_env"]
+
+
+def _search(tenant: Any, **body: Any) -> Any:
+    return tenant.client.post("/api/v1/memories/search", {
+        "identifiers": {"userId": "u1"}, "layers": ["user"], "threshold": 0, **body},
+        format="json")
+
+
+def test_graph_expansion_brings_in_memories_linked_to_the_named_entity(
+        tenant_a: Any, graph_env: Any) -> None:
+    linked, *_ = remember(tenant_a, "Quentin Blackwood repaired the old lighthouse.",
+                          "The weather was mild all week.", "Bread prices went up again.",
+                          "Quentin Blackwood adopted a grey cat.")
+    plain = _search(tenant_a, query="What did Quentin Blackwood fix?", limit=10)
+    expanded = _search(tenant_a, query="What did Quentin Blackwood fix?", limit=10,
+                       graphHops=1)
+    assert plain.status_code == expanded.status_code == 200
+    ranks = {r["memory"]["id"]: r["graphRank"] for r in expanded.json()["results"]}
+    assert ranks[str(linked.pk)] is not None
+    assert "graphRank" not in plain.json()["results"][0]
+    unlinked = [r for r in expanded.json()["results"] if "Bread" in r["memory"]["content"]]
+    assert all(r["graphRank"] is None for r in unlinked)
+
+
+@pytest.mark.parametrize("body", [{"graphHops": 4}, {"graphHops": -1}, {"graphHops": "two"},
+                                  {"graphHops": 1, "mode": "keyword"}])
+def test_bad_graph_hops_are_refused(tenant_a: Any, graph_env: Any, body: dict[str, Any]
+                                    ) -> None:
+    response = _search(tenant_a, query="anything", **body)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "INVALID_INPUT"
+
+
+def test_expansion_without_a_graph_answers_like_plain_search(tenant_a: Any,
+                                                             graph_env: Any) -> None:
+    tenant_a.add("Quentin Blackwood repaired the old lighthouse.")  # never extracted
+    plain = _search(tenant_a, query="lighthouse")
+    expanded = _search(tenant_a, query="lighthouse", graphHops=2)
+    assert [r["memory"]["id"] for r in plain.json()["results"]] == [
+        r["memory"]["id"] for r in expanded.json()["results"]]
