@@ -12,11 +12,13 @@ from memory_project import health, metrics
 urlpatterns = [
     path("health", health.health, name="health"),
     path("ready", health.ready, name="ready"),
+    path("", include("graph.health")),  # /health/graph and /ready/graph
     path("api/v1/", include("memories.api.urls")),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("governance.api.urls")),
     path("api/v1/", include("llm.api.urls")),
     path("api/v1/", include("agents.api.v1_urls")),
+    path("api/v1/", include("graph.api.urls")),
     path("api/agents/", include("agents.api.urls")),
     path("metrics", metrics.metrics_view, name="prometheus-django-metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -102,6 +102,15 @@ PERMISSIONS: dict[str, tuple[str, str, Rule]] = {
                            Rule(_W, True)),
     "agent_memory.extract": ("POST", "/api/agents/{name}/extract", Rule(_W, True)),
     "conversation.ingest": ("POST", "/conversations", Rule(_W, True)),
+    # Entities, their aliases and relations come from every memory of the tenant, not only
+    # from those a restricted key may read: the graph is closed to restricted keys.
+    "graph.entity_search": ("GET", "/graph/entities?q=…", Rule(_R, False)),
+    "graph.entity_get": ("GET", "/graph/entities/{id}", Rule(_R, False)),
+    "graph.entity_memories": ("GET", "/graph/entities/{id}/memories", Rule(_R, False)),
+    "graph.memory_entities": ("GET", "/graph/memories/{id}/entities", Rule(_R, False)),
+    "graph.neighbours": ("GET", "/graph/nodes/{id}/neighbours", Rule(_R, False)),
+    "graph.path": ("GET", "/graph/path?from=…&to=…", Rule(_R, False)),
+    "graph.restore": ("POST", "/graph/restore", Rule(_M, False)),
     "org.list": ("GET", "/orgs", Rule(_R, True)),
     "org.get": ("GET", "/orgs/{id}", Rule(_R, True)),
     "org.create": ("POST", "/orgs", Rule(_M, False)),

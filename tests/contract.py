@@ -78,6 +78,14 @@ CALLS: dict[str, tuple[str, str, Any]] = {
     "agent_memory.extract": ("post", "/api/agents/{agent}/extract", {"projectId": "{project}"}),
     "conversation.ingest": ("post", "/api/v1/conversations",
                             {"layer": "project", "identifiers": {"projectId": "{project}"}}),
+    # Graph nodes are entities and memories: ``{memory}`` names a memory node (and no entity).
+    "graph.entity_search": ("get", "/api/v1/graph/entities?q=Globex", None),
+    "graph.entity_get": ("get", "/api/v1/graph/entities/{memory}", None),
+    "graph.entity_memories": ("get", "/api/v1/graph/entities/{memory}/memories", None),
+    "graph.memory_entities": ("get", "/api/v1/graph/memories/{memory}/entities", None),
+    "graph.neighbours": ("get", "/api/v1/graph/nodes/{memory}/neighbours", None),
+    "graph.path": ("get", "/api/v1/graph/path?from={memory}&to={memory}", None),
+    "graph.restore": ("post", "/api/v1/graph/restore", {}),
     **{f"{level}.{op}": call for level, path in (("org", "orgs"), ("team", "teams"),
                                                   ("project", "projects"))
        for op, call in {

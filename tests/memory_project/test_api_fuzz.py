@@ -56,6 +56,8 @@ CROSS_FIELD_RULES = {
     "POST /api/v1/projects": "the parent team must exist",
     "PATCH /api/v1/settings": "each section validates its own keys and ranges",
     "POST /api/v1/conversations": _IDENTIFIERS,
+    "GET /api/v1/graph/path": "exactly one pair: from and to, or fromName and toName; a "
+                              "name of nothing but punctuation or a determiner is refused",
 }
 
 

@@ -21,6 +21,7 @@ from memories.models import Memory
 from tenants.context import tenant_scope
 from tenants.models import Tenant
 from tests import cross_tenant_governance as governance_cases
+from tests import cross_tenant_graph as graph_cases
 from tests.cross_tenant_harness import (
     SECRET,
     Tokens,
@@ -31,9 +32,13 @@ from tests.cross_tenant_harness import (
     streamed,
 )
 from tests.cross_tenant_harness import missing_tokens as harness_missing_tokens
+from tests.graph.graph_helpers import graph_env
 from tests.helpers import snapshot
 
-pytestmark = pytest.mark.django_db
+# Each test has a graph of its own (writer file, object store, Redis keys): the graph cases
+# extract B's memories.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("graph_env")]
+__all__ = ["graph_env"]
 
 M = "/api/v1/memories"
 Case = Callable[[Any, Tokens], Any]
@@ -254,6 +259,7 @@ def create_project_with_a_taken_id(a, t):
 
 
 governance_cases.register(case, post)
+graph_cases.register(case, post)
 ALL_CASES = [(route, fn) for route, fns in CASES.items() for fn in fns]
 
 
@@ -360,6 +366,11 @@ def test_it_reaches_its_own_objects_through_the_lifecycle_routes(tenant_a, tenan
     assert SECRET in streamed(b.client.get("/api/v1/export")).content.decode()
     # user, session and agent memory
     assert b.client.delete(f"{M}?userId=u1").json() == {"erased": 3}
+
+
+def test_it_reaches_its_own_graph_through_the_graph_routes(tenant_b) -> None:
+    """The graph cases are not vacuous: B's graph answers B on the same routes."""
+    graph_cases.check_own_graph(tenant_b, populate_b(tenant_b), post)
 
 
 @pytest.mark.parametrize("method", ["options", "head"])

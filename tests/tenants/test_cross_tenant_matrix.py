@@ -41,6 +41,9 @@ PATH_TOKENS = {
     ("org", "external_id"): "org", ("team", "external_id"): "team",
     ("project", "external_id"): "project", ("session", "session_id"): "session",
     ("agent", "agent_name"): "agent", ("agent", "pk"): "agent_memory",
+    # Graph nodes are entities and memories; B's memory ids name its memory nodes.
+    ("graph", "entity_id"): "memory", ("graph", "memory_id"): "memory",
+    ("graph", "node_id"): "memory",
 }
 #: Fields that differ between two otherwise equal answers (fresh ids and times).
 VOLATILE = {"id", "createdAt", "updatedAt", "lastConfirmedAt", "created_at", "updated_at",
