@@ -9,6 +9,7 @@ from django.urls import path
 from console.views import (
     audit,
     dashboard,
+    graph,
     home,
     llm_usage,
     memories,
@@ -34,6 +35,9 @@ urlpatterns = [
          name="memory"),
     path("t/<slug:tenant_slug>/memories/<uuid:memory_id>/<str:action>/",
          memories.memory_action, name="memory-action"),
+    path("t/<slug:tenant_slug>/graph/", graph.graph_index, name="graph"),
+    path("t/<slug:tenant_slug>/graph/entities/<str:entity_id>/", graph.graph_entity,
+         name="graph-entity"),
     path("t/<slug:tenant_slug>/policies/", policies.policies, name="policies"),
     path("t/<slug:tenant_slug>/policies/new/", policies.policy_new, name="policy-new"),
     path("t/<slug:tenant_slug>/policies/<uuid:policy_id>/", policies.policy_edit,
