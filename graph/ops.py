@@ -247,16 +247,23 @@ def delete_memories(conn: Any, tenant: str, payload: dict[str, Any]) -> Applied:
                    memory_partitions(ids) | entity_partitions(linked))
 
 
+def _mark_derived(conn: Any, tenant: str, ids: list[uuid.UUID], *, deleted: bool) -> None:
+    """Set (now) or clear ``deleted_at`` on the memories' nodes, edges and derived entity
+    edges."""
+    value = "now()" if deleted else "NULL"
+    for table, column in (("memory_nodes", "id"), ("memory_edges", "source_id"),
+                          ("entity_edges", "memory_id")):
+        _run(conn, tenant, f"UPDATE {table} SET deleted_at = {value} WHERE tenant_id = "
+             f"$tenant_id AND {column} IN (SELECT unnest($ids))", ids=ids)
+
+
 def soft_delete_memories(conn: Any, tenant: str, payload: dict[str, Any]) -> Applied:
     """Mark soft-deleted memories' graph data with ``deleted_at`` (seed 001 "Soft delete with
     deferred cleanup"): hidden from every query, removed by :func:`purge_deleted` after the
     retention period, brought back by :func:`restore_memories`."""
     ids = _ids(payload)
     linked = _linked_entities(conn, tenant, ids)
-    for table, column in (("memory_nodes", "id"), ("memory_edges", "source_id"),
-                          ("entity_edges", "memory_id")):
-        _run(conn, tenant, f"UPDATE {table} SET deleted_at = now() WHERE tenant_id = $tenant_id "
-             f"AND {column} IN (SELECT unnest($ids)) AND deleted_at IS NULL", ids=ids)
+    _mark_derived(conn, tenant, ids, deleted=True)
     marked = _drop_orphans(conn, tenant, linked, soft=True)
     return Applied({"marked": len(ids), "entitiesMarked": len(marked)},
                    memory_partitions(ids) | entity_partitions(linked))
@@ -266,10 +273,7 @@ def restore_memories(conn: Any, tenant: str, payload: dict[str, Any]) -> Applied
     """Undo :func:`soft_delete_memories` for restored memories."""
     ids = _ids(payload)
     linked = _linked_entities(conn, tenant, ids)
-    for table, column in (("memory_nodes", "id"), ("memory_edges", "source_id"),
-                          ("entity_edges", "memory_id")):
-        _run(conn, tenant, f"UPDATE {table} SET deleted_at = NULL WHERE tenant_id = $tenant_id "
-             f"AND {column} IN (SELECT unnest($ids))", ids=ids)
+    _mark_derived(conn, tenant, ids, deleted=False)
     if linked:
         _run(conn, tenant, "UPDATE entities SET deleted_at = NULL WHERE tenant_id = $tenant_id "
              "AND id IN (SELECT unnest($ids))", ids=list(linked))

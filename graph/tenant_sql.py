@@ -86,33 +86,28 @@ def tenant_execute(conn: Any, sql: str, params: dict[str, Any]) -> list[tuple[An
     Raises:
         GraphQueryRefused: the statement failed the check; logged and audited.
     """
-    reason = check_statement(sql, params)
-    if reason is not None:
-        _refused(sql, params, reason)
-    bound = {**params, "tenant_id": str(params["tenant_id"])}
-    result = conn.execute(sql, {k: v for k, v in bound.items() if f"${k}" in sql})
-    return list(result.fetchall())
+    return list(conn.execute(sql, _checked(sql, params)).fetchall())
 
 
 def tenant_columns(conn: Any, sql: str, params: dict[str, Any]) -> dict[str, Any]:
     """:func:`tenant_execute` returning the result as columns (numpy arrays by column name):
     thousands of rows without a Python object per value."""
-    reason = check_statement(sql, params)
-    if reason is not None:
-        _refused(sql, params, reason)
-    bound = {**params, "tenant_id": str(params["tenant_id"])}
-    result = conn.execute(sql, {k: v for k, v in bound.items() if f"${k}" in sql})
-    return dict(result.fetchnumpy())
+    return dict(conn.execute(sql, _checked(sql, params)).fetchnumpy())
 
 
 def tenant_relation(conn: Any, sql: str, params: dict[str, Any]) -> Any:
     """:func:`tenant_execute` for a ``SELECT`` whose result is written out (a DuckDB
     relation: ``.write_parquet(path)``), under the same check."""
+    return conn.sql(sql, params=_checked(sql, params))
+
+
+def _checked(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters ``sql`` names, bound, once :func:`check_statement` passes it."""
     reason = check_statement(sql, params)
     if reason is not None:
         _refused(sql, params, reason)
     bound = {**params, "tenant_id": str(params["tenant_id"])}
-    return conn.sql(sql, params={k: v for k, v in bound.items() if f"${k}" in sql})
+    return {k: v for k, v in bound.items() if f"${k}" in sql}
 
 
 def _refused(sql: str, params: dict[str, Any], reason: str) -> None:

@@ -9,8 +9,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.api.serializers import ConversationSerializer
-from agents.api.views import validated
 from agents.conversations import conversation_ingest_enqueue
+from memories.api.params import validated
 from tenants.context import require_context
 from tenants.layers import LayerIdentifiers
 

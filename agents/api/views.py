@@ -11,8 +11,6 @@ it they are the agent's own for the project (``agents.records``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -27,7 +25,7 @@ from agents.api.serializers import (
     agent_memories,
 )
 from agents.records import AGENT_NAME
-from memories.api.params import only_params
+from memories.api.params import only_params, validated
 from memory_project.validation import IDENTIFIER_PATTERN
 from tenants.context import require_context
 from tenants.layers import MAX_IDENTIFIER_LENGTH
@@ -36,18 +34,6 @@ _NAME = OpenApiParameter("agent_name", str, OpenApiParameter.PATH, pattern=AGENT
                          description="The agent's name.")
 _IDENTIFIER = {"type": "string", "minLength": 1, "maxLength": MAX_IDENTIFIER_LENGTH,
                "pattern": IDENTIFIER_PATTERN}
-def validated(serializer: type[serializers.Serializer], request: Request) -> dict[str, Any]:
-    """The request body checked by ``serializer``.
-
-    Raises:
-        ValidationError: the body does not fit (400 ``INVALID_INPUT`` in the envelope).
-    """
-    only_params(request, set())
-    body = serializer(data=request.data)
-    body.is_valid(raise_exception=True)
-    return dict(body.validated_data)
-
-
 _QUERY = [_NAME, *(OpenApiParameter(name, _IDENTIFIER, required=name == "projectId",
                                     allow_blank=False) for name in ("projectId", "userId"))]
 

@@ -17,11 +17,8 @@ another tenant's id answers the same 404.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -41,7 +38,7 @@ from graph.api.serializers import (
     path_result,
 )
 from graph.ops import ENTITY, MEMORY
-from memories.api.params import only_params
+from memories.api.params import only_params, validated
 from memory_project.errors import InvalidInput, QueryTooLong
 from memory_project.validation import IDENTIFIER_PATTERN
 from tenants.context import require_context
@@ -65,18 +62,6 @@ def _limit_doc(default: int) -> OpenApiParameter:
 
 def _id_doc(name: str, what: str) -> OpenApiParameter:
     return OpenApiParameter(name, _UUID, OpenApiParameter.PATH, description=what)
-
-
-def validated(serializer: type[serializers.Serializer], request: Request) -> dict[str, Any]:
-    """The request body checked by ``serializer`` (no query parameters allowed).
-
-    Raises:
-        ValidationError: the body does not fit (400 ``INVALID_INPUT`` in the envelope).
-    """
-    only_params(request, set())
-    body = serializer(data=request.data)
-    body.is_valid(raise_exception=True)
-    return dict(body.validated_data)
 
 
 def limit_param(request: Request, default: int) -> int:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rest_framework import serializers
 from rest_framework.request import Request
 
 from memory_project.errors import InvalidInput
@@ -39,3 +42,16 @@ def only_params(request: Request, allowed: set[str]) -> None:
     if unknown:
         raise InvalidInput(f"Unknown parameter(s): {', '.join(unknown)}.",
                            details={"allowed": sorted(allowed)})
+
+
+def validated(serializer: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The request body checked by ``serializer`` (no query parameters allowed).
+
+    Raises:
+        InvalidInput: a query parameter was given.
+        ValidationError: the body does not fit (400 ``INVALID_INPUT`` in the envelope).
+    """
+    only_params(request, set())
+    body = serializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    return dict(body.validated_data)
