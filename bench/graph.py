@@ -134,6 +134,33 @@ def latencies(tenant: str, rows: dict[str, list[tuple[Any, ...]]], samples: int,
     return figures
 
 
+def freshness(tenant: str, rows: dict[str, list[tuple[Any, ...]]], writes: int,
+              seed: int = 13) -> tuple[list[float], list[float]]:
+    """Milliseconds of ``writes`` one-memory writes until acknowledged (committed and
+    published), and of the first traversal after each (the reader reloading the new
+    snapshot): how long until a write is visible, and what the first read then costs."""
+    rng = random.Random(seed)
+    names = [row[2] for row in rows["entities"]]
+    acknowledged, first_reads = [], []
+    for _ in range(writes):
+        memory = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        picked = rng.sample(names, 2)
+        payload = {"memory": {"id": memory, "layer": "project", "contentHash": "x",
+                              "createdAt": "2026-01-01T00:00:00+00:00"},
+                   "entities": [{"canonical": n, "name": n, "type": "concept"} for n in picked],
+                   "relations": [{"source": picked[0], "target": picked[1],
+                                  "type": "RELATES_TO"}]}
+        started = time.perf_counter()
+        graph_write(tenant, "upsert_memory", payload, timeout=120)
+        acknowledged.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        found = find_related(store.reader(tenant).adjacency(), tenant,
+                             start=uuid.UUID(memory), depth=1, limit=10)
+        first_reads.append((time.perf_counter() - started) * 1000)
+        assert len(found) == 2, found
+    return acknowledged, first_reads
+
+
 def backup_and_restore(tenant: str) -> tuple[float, float]:
     """Seconds of a backup of the tenant's snapshot and of a restore from it."""
     started = time.perf_counter()

@@ -25,16 +25,28 @@ REVERSED = "~"
 
 @dataclass(frozen=True)
 class Adjacency:
-    """One tenant's traversal index (module doc)."""
+    """One tenant's traversal index (module doc). Ids are kept as text and turned into
+    UUIDs only for the nodes an answer names."""
 
-    ids: list[uuid.UUID]
+    ids: list[str]
     kinds: np.ndarray
     kind_names: tuple[str, ...]
     offsets: np.ndarray
     neighbours: np.ndarray
     relations: np.ndarray
     relation_names: tuple[str, ...]
-    numbers: dict[uuid.UUID, int]
+    numbers: dict[str, int]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def number(self, node: uuid.UUID) -> int | None:
+        """The number of a node id, ``None`` for no live node."""
+        return self.numbers.get(str(node))
+
+    def node(self, number: int) -> uuid.UUID:
+        """The id of a node number."""
+        return uuid.UUID(self.ids[number])
 
     def kind(self, number: int) -> str:
         """``entity`` or ``memory``."""
@@ -52,24 +64,30 @@ class Adjacency:
         return name.removeprefix(REVERSED), name.startswith(REVERSED)
 
 
+KIND_NAMES = ("entity", "memory")
+
+
 def build(cursor: Any, tenant: str) -> Adjacency:
-    """The traversal index of the reader's tables (``node_index``, ``adjacency``)."""
-    nodes = tenant_execute(cursor, "SELECT n.idx, n.id, n.kind FROM node_index n WHERE "
-                           "n.tenant_id = $tenant_id ORDER BY n.idx", {"tenant_id": tenant})
-    count = len(nodes)
-    ids = [row[1] for row in nodes]
-    kind_names = tuple(sorted({row[2] for row in nodes})) or ("entity",)
-    kinds = np.array([kind_names.index(row[2]) for row in nodes], dtype=np.int8)
-    edges = tenant_columns(cursor, "SELECT a.node, a.neighbour, a.relation FROM adjacency a "
-                           "WHERE a.tenant_id = $tenant_id ORDER BY a.node, a.neighbour",
-                           {"tenant_id": tenant})
+    """The traversal index of the reader's tables (``node_index``, ``adjacency``), read as
+    columns (no Python object per row but the ids' text)."""
+    nodes = tenant_columns(cursor, "SELECT CAST(n.id AS VARCHAR) AS id, CAST(n.kind = $memory "
+                           "AS TINYINT) AS kind FROM node_index n WHERE n.tenant_id = "
+                           "$tenant_id ORDER BY n.idx", {"tenant_id": tenant,
+                                                         "memory": KIND_NAMES[1]})
+    names = [row[0] for row in tenant_execute(
+        cursor, "SELECT DISTINCT a.relation FROM adjacency a WHERE a.tenant_id = $tenant_id "
+        "ORDER BY a.relation", {"tenant_id": tenant})]
+    edges = tenant_columns(cursor, "SELECT a.node, a.neighbour, list_position($names, "
+                           "a.relation) AS code FROM adjacency a WHERE a.tenant_id = "
+                           "$tenant_id ORDER BY a.node, a.neighbour",
+                           {"tenant_id": tenant, "names": names})
+    ids = [str(value) for value in nodes["id"].tolist()]
+    count = len(ids)
     sources = np.asarray(edges["node"], dtype=np.int64) - 1
-    relation_names, codes = np.unique(np.asarray(edges["relation"], dtype=object),
-                                      return_inverse=True)
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(np.bincount(sources, minlength=count), out=offsets[1:])
     return Adjacency(
-        ids=ids, kinds=kinds, kind_names=kind_names, offsets=offsets,
-        neighbours=np.asarray(edges["neighbour"], dtype=np.int64) - 1,
-        relations=codes.astype(np.int32), relation_names=tuple(str(r) for r in relation_names),
+        ids=ids, kinds=np.asarray(nodes["kind"], dtype=np.int8), kind_names=KIND_NAMES,
+        offsets=offsets, neighbours=np.asarray(edges["neighbour"], dtype=np.int64) - 1,
+        relations=np.asarray(edges["code"], dtype=np.int32) - 1, relation_names=tuple(names),
         numbers={node: index for index, node in enumerate(ids)})

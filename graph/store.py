@@ -159,6 +159,7 @@ class ReaderGraph:
         self.fell_back = False
         self._snapshot: Any = None
         self._loaded: set[str] = set()
+        self._parts: dict[str, str] = {}  # partition name → checksum of the rows loaded
         self._adjacency: Adjacency | None = None
         self._lock = threading.Lock()
 
@@ -191,10 +192,11 @@ class ReaderGraph:
         for table in base:
             files = self._files(table)
             parts += len(files)
+            self.conn.execute(f"DELETE FROM {table}").fetchall()
             if files:
-                self.conn.execute(f"DELETE FROM {table}")
                 self.conn.execute(f"INSERT INTO {table} SELECT * FROM read_parquet($files)",
-                                  {"files": files})
+                                  {"files": [path for _, _, path in files]}).fetchall()
+            self._parts.update({name: digest for name, digest, _ in files})
             self._loaded.add(table)
         if "adjacency" in tables:
             traversal_tables(self.conn, self.tenant)
@@ -209,7 +211,58 @@ class ReaderGraph:
             self._adjacency = None
             self._load(reload)
 
-    def _files(self, table: str) -> list[str]:
+    def refresh(self, version: int | None) -> None:
+        """Move to the tenant's snapshot ``version``, reloading only the partitions whose
+        content changed (in one transaction: a query sees the old rows or the new ones).
+
+        Raises:
+            graph.snapshots.SnapshotCorrupted, ObjectStoreUnavailable: the new snapshot cannot
+                be read (the caller then loads the tenant afresh).
+        """
+        with self._lock:
+            snapshot = snapshots.snapshot_load(uuid.UUID(self.tenant))
+            if snapshot is None or snapshot.fell_back:
+                raise snapshots.SnapshotCorrupted("the newest graph snapshot is not readable")
+            self._snapshot, self.version = snapshot, version
+            tables = self._loaded - {"adjacency"}
+            wanted = {name: ref.sha256 for name, ref in snapshot.manifest.partitions.items()
+                      if parse_partition(name)[0] in tables}
+            stale = sorted({*self._parts} - {*wanted} | {name for name, digest in wanted.items()
+                                                         if self._parts.get(name) != digest})
+            if not stale:
+                return
+            self.conn.execute("BEGIN TRANSACTION").fetchall()
+            for name in stale:
+                table, bucket = parse_partition(name)
+                tenant_execute(self.conn, f"DELETE FROM {table} WHERE tenant_id = $tenant_id "
+                               f"AND {BUCKET_SQL[table]} = $bucket",
+                               {"tenant_id": self.tenant, "bucket": bucket})
+                self._parts.pop(name, None)
+                if name in wanted:
+                    path = self._cached(name, wanted[name])
+                    self.conn.execute(f"INSERT INTO {table} SELECT * FROM read_parquet($file)",
+                                      {"file": path}).fetchall()
+                    self._parts[name] = wanted[name]
+            if "adjacency" in self._loaded:
+                traversal_tables(self.conn, self.tenant)
+            self.conn.execute("COMMIT").fetchall()
+            self._adjacency = None
+            logger.info("graph of tenant %s: version %s, %d partitions reloaded", self.tenant,
+                        version, len(stale))
+
+    def _cached(self, name: str, digest: str) -> str:
+        """The local file of a partition's payload (downloaded once: named by checksum)."""
+        cache = Path(settings.GRAPH_DIR) / "cache" / self.tenant
+        cache.mkdir(parents=True, exist_ok=True)
+        path = cache / (digest + ".parquet")
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(self._snapshot.partition(name))
+            tmp.replace(path)
+        return str(path)
+
+    def _files(self, table: str) -> list[tuple[str, str, str]]:
+        """``(partition, checksum, local file)`` of the table's partitions in the snapshot."""
         if self._snapshot is None:
             return []
         files = []
@@ -218,16 +271,10 @@ class ReaderGraph:
         for name, entry in sorted(self._snapshot.manifest.partitions.items()):
             if parse_partition(name)[0] != table:
                 continue
-            path = cache / (entry.sha256 + ".parquet")
-            if not path.exists():
-                try:
-                    payload = self._snapshot.partition(name)
-                except KeyError:  # gone from the snapshot it fell back to
-                    continue
-                tmp = path.with_suffix(".tmp")
-                tmp.write_bytes(payload)
-                tmp.replace(path)
-            files.append(str(path))
+            try:
+                files.append((name, entry.sha256, self._cached(name, entry.sha256)))
+            except KeyError:  # gone from the snapshot it fell back to
+                continue
         return files
 
 
@@ -252,13 +299,23 @@ def reader(tenant_id: uuid.UUID | str) -> ReaderGraph:
     with _readers_lock:
         current = _readers.get(tenant)
         _reads["total"] += 1
-        if current is not None and (not known or current.version == version):
-            _reads["hits"] += 1
-        else:
-            current = ReaderGraph(tenant, version)
-            _readers[tenant] = current
+        fresh = current is not None and (not known or current.version == version)
+        _reads["hits"] += fresh
         CACHE_HIT_RATIO.set(_reads["hits"] / _reads["total"])
+    if fresh:
+        assert current is not None
         return current
+    if current is not None:
+        try:
+            current.refresh(version)
+            return current
+        except Exception as exc:  # unreadable newest snapshot: load afresh (falls back)
+            logger.warning("graph of tenant %s not refreshed (%s): loading it afresh",
+                           tenant, exc)
+    loaded = ReaderGraph(tenant, version)
+    with _readers_lock:
+        _readers[tenant] = loaded
+    return loaded
 
 
 def forget_readers() -> None:

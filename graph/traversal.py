@@ -78,7 +78,7 @@ class _Search:
     at (-1: not yet), the node it was reached from and the relation code of that edge."""
 
     def __init__(self, graph: Adjacency, origin: int) -> None:
-        size = len(graph.ids)
+        size = len(graph)
         self.graph = graph
         self.depth = np.full(size, -1, dtype=np.int32)
         self.parent = np.full(size, -1, dtype=np.int64)
@@ -124,8 +124,8 @@ def _hops(graph: Adjacency, reached: dict[int, tuple[int, int | None, int | None
     for number in chosen:
         depth, parent, code = reached[number]
         relation, backwards = graph.relation(code) if code is not None else (None, False)
-        hops.append(Hop(graph.ids[number], graph.kind(number), depth,
-                        graph.ids[parent] if parent is not None else None, relation,
+        hops.append(Hop(graph.node(number), graph.kind(number), depth,
+                        graph.node(parent) if parent is not None else None, relation,
                         backwards))
     return hops
 
@@ -141,7 +141,7 @@ def find_related(graph: Adjacency, tenant: str, *, start: uuid.UUID, depth: int,
         limit: at most this many nodes.
     """
     with _observed("find_related", tenant, depth) as outcome:
-        origin = graph.numbers.get(start)
+        origin = graph.number(start)
         if origin is None:
             return []
         search = _Search(graph, origin)
@@ -164,7 +164,7 @@ def shortest_path(graph: Adjacency, tenant: str, *, source: uuid.UUID, target: u
     source (the last one is the target), or ``None`` when they are not connected within
     ``max_depth`` hops. Bidirectional breadth-first search (module doc)."""
     with _observed("shortest_path", tenant, max_depth) as outcome:
-        start, goal = graph.numbers.get(source), graph.numbers.get(target)
+        start, goal = graph.number(source), graph.number(target)
         if start is None or goal is None:
             return None
         forward, backward = _Search(graph, start), _Search(graph, goal)

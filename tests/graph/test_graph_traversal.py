@@ -89,8 +89,8 @@ def test_shortest_paths_match_the_recursive_cte_and_are_real_paths(seed: int) ->
             assert walk[-1] == target and len(set(walk)) == len(walk)
             for hop, before in zip(path, walk, strict=False):
                 assert hop.via == before
-                neighbours, _ = graph.edges(graph.numbers[before])
-                assert graph.numbers[hop.node] in neighbours.tolist()
+                neighbours, _ = graph.edges(graph.number(before) or 0)
+                assert graph.number(hop.node) in neighbours.tolist()
 
 
 def test_pgq_answers_like_the_cte_where_it_loads() -> None:

@@ -3,7 +3,9 @@
 Builds a synthetic tenant graph (``bench.graph``) in a scratch directory of its own, then
 prints: snapshot export time, cold start from the object store (first answer, whole graph),
 traversal latency p50/p95 (neighbours at depth 1–3, memories of an entity, shortest path),
-backup and restore times. Prints figures, asserts nothing. With ``S3_ENDPOINT_URL`` set, the
+how long a write takes to be acknowledged (committed and published) and what the first read
+after it costs (the reader reloading), backup and restore times. Prints figures, asserts
+nothing. With ``S3_ENDPOINT_URL`` set, the
 object store is that S3-compatible server.
 """
 
@@ -26,6 +28,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--edges", type=int, default=100_000)
         parser.add_argument("--samples", type=int, default=200)
+        parser.add_argument("--writes", type=int, default=20)
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = str(uuid.uuid4())
@@ -46,6 +49,9 @@ class Command(BaseCommand):
                               f"whole graph loaded {whole:.2f} s")
             for name, values in bench.latencies(tenant, rows, options["samples"]).items():
                 self.stdout.write(f"{name:<24}{bench.summary(values)}")
+            acknowledged, first_reads = bench.freshness(tenant, rows, options["writes"])
+            self.stdout.write(f"{'write acknowledged':<24}{bench.summary(acknowledged)}")
+            self.stdout.write(f"{'first read after it':<24}{bench.summary(first_reads)}")
             backed, restored = bench.backup_and_restore(tenant)
             self.stdout.write(f"backup {backed:.2f} s, point-in-time restore {restored:.2f} s")
             store.forget_readers()
