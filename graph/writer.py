@@ -19,7 +19,9 @@ If publishing fails (object store down) the commit stands, the caller is told
 (``<prefix>dirty:<tenant>``) for the next drain or the checkpoint job to publish.
 
 Metrics: ``graph_write_queue_depth`` (gauge), ``graph_write_wait_seconds`` (histogram),
-``graph_write_lock_timeouts_total`` (counter), ``graph_writes_total{op,outcome}``.
+``graph_write_lock_timeouts_total`` (counter), ``graph_writes_total{op,outcome}``, and
+``graph_write_contended_total``: writes that waited over :data:`CONTENTION_SECONDS`, each
+also logged as a warning (seed 001: "alert if contention exceeds threshold").
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ WAIT_SECONDS = Histogram("graph_write_wait_seconds", "Time from enqueue to ackno
 LOCK_TIMEOUTS = Counter("graph_write_lock_timeouts_total",
                         "Graph writes that timed out waiting for the writer")
 WRITES = Counter("graph_writes_total", "Graph write operations", ["op", "outcome"])
+CONTENDED = Counter("graph_write_contended_total",
+                    "Graph writes that waited longer than the contention threshold")
+#: A write that waits longer is logged as contention (a warning, for alerting) and counted.
+CONTENTION_SECONDS = 5.0
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -104,7 +110,12 @@ def graph_write(tenant_id: uuid.UUID | str, op: str, payload: dict[str, Any], *,
                 drain()
         answer = client.blpop([key(f"ack:{request}")], timeout=max(backoff, 0.01))
         if answer is not None:
-            WAIT_SECONDS.observe(time.monotonic() - started)
+            waited = time.monotonic() - started
+            WAIT_SECONDS.observe(waited)
+            if waited > CONTENTION_SECONDS:
+                CONTENDED.inc()
+                logger.warning("graph write contention: %s waited %.1f s for the writer "
+                               "(queue depth %s)", op, waited, client.llen(key("queue")))
             return _answered(json.loads(answer[1]))
         if time.monotonic() - started > limit:
             LOCK_TIMEOUTS.inc()

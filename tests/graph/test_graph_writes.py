@@ -201,3 +201,14 @@ def test_the_writer_file_holds_rows_of_several_tenants_apart(tenant_a: Any, tena
         rows = tenant_execute(conn, "SELECT DISTINCT tenant_id FROM entities WHERE tenant_id = "
                               "$tenant_id", {"tenant_id": tenant_b.ctx.tenant_id})
     assert [str(r[0]) for r in rows] == [str(tenant_b.ctx.tenant_id)]
+
+
+def test_a_write_that_waited_too_long_is_logged_and_counted(
+        tenant_a: Any, graph_env: Any, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(writer, "CONTENTION_SECONDS", 0.0)
+    before = writer.CONTENDED._value.get()
+    writer.graph_write(tenant_a.ctx.tenant_id, "purge_deleted",
+                       {"before": timezone.now().isoformat()})
+    assert writer.CONTENDED._value.get() == before + 1
+    assert "graph write contention" in caplog.text
