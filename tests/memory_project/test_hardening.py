@@ -83,3 +83,13 @@ def test_gunicorn_answers_its_own_errors_in_the_envelope(owner_flushes: None) ->
         status, payload = _raw(server.port, big_header)
         assert status == 431
         assert json.loads(payload)["error"]["code"] == "HEADERS_TOO_LARGE"
+
+
+def test_the_stacks_children_get_every_database_role(settings: Any) -> None:
+    from memory_project.management.commands.run_stack import child_environment
+
+    settings.DATABASE_PLATFORM_URL = "postgresql://platform@127.0.0.1:5432/memory"
+    env = child_environment()
+    assert env["DATABASE_PLATFORM_URL"] == settings.DATABASE_PLATFORM_URL
+    assert env["DATABASE_URL"] == settings.DATABASE_URL
+    assert env["DATABASE_OWNER_URL"] == settings.DATABASE_OWNER_URL

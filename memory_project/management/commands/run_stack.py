@@ -31,6 +31,24 @@ STOP_TIMEOUT_SECONDS = 15
 _PR_SET_PDEATHSIG = 1
 
 
+def child_environment() -> dict[str, str]:
+    """The environment of the web server, the worker, beat and the model server: this
+    process's own, with the database (all three roles), Redis and settings it resolved, so
+    that children use the same embedded servers instead of starting their own."""
+    return {
+        **os.environ,
+        "DATABASE_URL": settings.DATABASE_URL,
+        "DATABASE_OWNER_URL": settings.DATABASE_OWNER_URL,
+        # the platform role (console tenant list, security-log job): children that find
+        # DATABASE_URL set do not start the embedded database, so they need it passed on
+        **({"DATABASE_PLATFORM_URL": settings.DATABASE_PLATFORM_URL}
+           if settings.DATABASE_PLATFORM_URL else {}),
+        "REDIS_URL": settings.REDIS_URL,
+        "DJANGO_SETTINGS_MODULE": "memory_project.settings",
+        "PROMETHEUS_MULTIPROC_DIR": _prometheus_dir(),
+    }
+
+
 def _die_with_parent() -> None:
     """``preexec_fn``: ask Linux to send SIGTERM to the child when run_stack dies."""
     # Not Linux: no prctl; Ctrl-C, SIGTERM and SIGHUP still stop every child.
@@ -53,14 +71,7 @@ class Command(BaseCommand):
         for name in sync_beat_schedule():
             self.stdout.write(f"scheduled job: {name}")
         self._ensure_demo_tenant()
-        env = {
-            **os.environ,
-            "DATABASE_URL": settings.DATABASE_URL,
-            "DATABASE_OWNER_URL": settings.DATABASE_OWNER_URL,
-            "REDIS_URL": settings.REDIS_URL,
-            "DJANGO_SETTINGS_MODULE": "memory_project.settings",
-            "PROMETHEUS_MULTIPROC_DIR": _prometheus_dir(),
-        }
+        env = child_environment()
         commands = {"web": self._gunicorn(options["host"], options["port"])}
         if _serves_local_model():
             commands["llm"] = [sys.executable, str(settings.BASE_DIR / "manage.py"), "llm_serve"]
