@@ -167,7 +167,8 @@ def known_types(ctx: TenantContext) -> dict[str, str]:
 def _memory(ctx: TenantContext, memory_id: Any) -> Memory:
     return owned_or_not_found(
         ctx, Memory.objects.exclude(state=State.DELETED), memory_id,
-        not_found=lambda: MemoryNotFound(operation="graph", details={"id": str(memory_id)}))
+        not_found=lambda: MemoryNotFound(operation="graph.memory_entities",
+                                         details={"id": str(memory_id)}))
 
 
 def memory_entities(ctx: TenantContext, *, memory_id: Any) -> list[Node]:
