@@ -4,11 +4,15 @@ and the readers' freshness (seed 001 "Automated Graph Backups", "Schema Migratio
 
 from __future__ import annotations
 
+import io
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from graph import backups, maintenance, schema, selectors, snapshots, store
 from graph.objects import object_store
@@ -123,3 +127,18 @@ def test_a_corrupted_newest_snapshot_falls_back_to_the_previous_one(tenant_a: An
     with tenant_scope(tenant_a.ctx):
         assert selectors.entities_by_name(tenant_a.ctx, ["google"])  # the previous snapshot
     assert store.reader(tenant_a.ctx.tenant_id).fell_back
+
+
+def test_the_restore_command_restores_and_refuses_bad_times(tenant_a: Any,
+                                                            graph_env: Any) -> None:
+    remember(tenant_a, "Maria works at Google.")
+    with tenant_scope(tenant_a.ctx):
+        maintenance.graph_backup(tenant_a.ctx)
+    out = io.StringIO()
+    call_command("graph_restore", "--tenant", tenant_a.tenant.slug, "--at",
+                 datetime.now(UTC).isoformat(), stdout=out)
+    assert json.loads(out.getvalue())["after"]["entities"] == 2
+    for bad in ("yesterday", "2020-01-01T00:00:00"):
+        with pytest.raises(CommandError):
+            call_command("graph_restore", "--tenant", tenant_a.tenant.slug, "--at", bad,
+                         stdout=io.StringIO())
