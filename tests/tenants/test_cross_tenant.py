@@ -260,7 +260,6 @@ def create_project_with_a_taken_id(a, t):
 
 governance_cases.register(case, post)
 graph_cases.register(case, post)
-ALL_CASES = [(route, fn) for route, fns in CASES.items() for fn in fns]
 
 
 # --- agent memories (seed 003) -------------------------------------------------------------
@@ -311,6 +310,9 @@ def ingest_into_another_tenants_project(a, t):
 
 
 # --- the harness ---------------------------------------------------------------------------
+
+ALL_CASES = [(route, fn) for route, fns in CASES.items() for fn in fns]
+
 
 @pytest.mark.parametrize(("route", "fn"), ALL_CASES,
                          ids=[f"{r[0]}-{r[1]}-{fn.__name__}" for r, fn in ALL_CASES])
