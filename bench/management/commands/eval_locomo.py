@@ -128,8 +128,8 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(report))
             return
-        self.stdout.write(f"mode={report['mode']} graph_hops={report['graph_hops']} "
-                          f"threshold={report['threshold']} "
+        hops = f" graph_hops={report['graph_hops']}" if report["graph_hops"] else ""
+        self.stdout.write(f"mode={report['mode']}{hops} threshold={report['threshold']} "
                           f"questions={report['questions']}")
         header = "category".ljust(12) + "".join(f"R@{k}".rjust(8) for k in ks) + "      n"
         self.stdout.write(header)
