@@ -147,21 +147,11 @@ def entities_by_name(ctx: TenantContext, names: list[str]) -> list[Node]:
         "deleted_at IS NULL AND canonical IN (SELECT unnest($names))", names=names)
 
 
-def known_names(ctx: TenantContext) -> list[str]:
-    """Every canonical entity name of the tenant (query-time entity matching)."""
-    rows = tenant_execute(_cursor(ctx, ("entities",)), "SELECT canonical FROM entities "
-                          "WHERE tenant_id = $tenant_id AND deleted_at IS NULL",
-                          {"tenant_id": _tenant(ctx)})
-    return [row[0] for row in rows]
-
-
 def known_types(ctx: TenantContext) -> dict[str, str]:
-    """Every canonical entity name of the tenant with its type (extraction finds these names
-    in any case and keeps their type)."""
-    rows = tenant_execute(_cursor(ctx, ("entities",)), "SELECT canonical, type FROM entities "
-                          "WHERE tenant_id = $tenant_id AND deleted_at IS NULL",
-                          {"tenant_id": _tenant(ctx)})
-    return {row[0]: row[1] for row in rows}
+    """Every canonical entity name of the tenant with its type: extraction finds these names
+    in any case and keeps their type; search matches queries against them. Read once per
+    snapshot version (``ReaderGraph.entity_types``); the caller gets its own copy."""
+    return dict(store.reader(ctx.tenant_id).entity_types())
 
 
 def _memory(ctx: TenantContext, memory_id: Any) -> Memory:

@@ -210,5 +210,5 @@ def query_entities(ctx: TenantContext, text: str) -> list[str]:
     """Canonical names of the tenant's entities that ``text`` names, in any case
     (``llm.purposes.entities.entities_in_query`` against the tenant's entity names), for
     graph-expanded search."""
-    known = set(selectors.known_names(ctx))
+    known = selectors.known_types(ctx).keys()
     return sorted(name for name in entities_in_query(text, known) if name in known)

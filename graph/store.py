@@ -161,6 +161,7 @@ class ReaderGraph:
         self._loaded: set[str] = set()
         self._parts: dict[str, str] = {}  # partition name → checksum of the rows loaded
         self._adjacency: Adjacency | None = None
+        self._types: dict[str, str] | None = None
         self._lock = threading.Lock()
 
     def cursor(self, tables: tuple[str, ...] = (*TABLES, "adjacency")) -> Any:
@@ -178,6 +179,17 @@ class ReaderGraph:
             if self._adjacency is None:
                 self._adjacency = build_adjacency(cursor, self.tenant)
             return self._adjacency
+
+    def entity_types(self) -> dict[str, str]:
+        """Canonical name → type of every live entity, read once per loaded version."""
+        cursor = self.cursor(("entities",))
+        with self._lock:
+            if self._types is None:
+                rows = tenant_execute(cursor, "SELECT canonical, type FROM entities WHERE "
+                                      "tenant_id = $tenant_id AND deleted_at IS NULL",
+                                      {"tenant_id": self.tenant})
+                self._types = {row[0]: row[1] for row in rows}
+            return self._types
 
     def _load(self, tables: list[str]) -> None:
         started = time.monotonic()
@@ -208,7 +220,7 @@ class ReaderGraph:
             # loaded so far is reloaded from the snapshot now served, so none mixes versions.
             self.fell_back = True
             reload, self._loaded = sorted(self._loaded | set(tables)), set()
-            self._adjacency = None
+            self._adjacency = self._types = None
             self._load(reload)
 
     def refresh(self, version: int | None) -> None:
@@ -246,7 +258,7 @@ class ReaderGraph:
             if "adjacency" in self._loaded:
                 traversal_tables(self.conn, self.tenant)
             self.conn.execute("COMMIT").fetchall()
-            self._adjacency = None
+            self._adjacency = self._types = None
             logger.info("graph of tenant %s: version %s, %d partitions reloaded", self.tenant,
                         version, len(stale))
 

@@ -7,16 +7,13 @@ attached to); when ``REDIS_URL`` is unset, the embedded Redis under ``var/redis/
 from __future__ import annotations
 
 import secrets
-from pathlib import Path
 from typing import Any
 
 import dj_database_url
 
 from memory_project import embedded
 from memory_project.env import env_bool, env_float, env_int, env_list, env_str
-
-BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("MEMORY_VAR_DIR", str(BASE_DIR / "var")))
+from memory_project.paths import BASE_DIR, VAR_DIR
 
 DEBUG = env_bool("DEBUG", False)
 
@@ -302,23 +299,8 @@ DEMO_TENANT_NAME = env_str("DEMO_TENANT_NAME", "demo")
 PII_PHONE_REGIONS = env_list("PII_PHONE_REGIONS", ["US", "GB", "DE", "FR"])
 POLICY_REGEX_TIMEOUT_SECONDS = env_float("POLICY_REGEX_TIMEOUT_SECONDS", 0.05)
 
-# --- knowledge graph and its object storage (seed 001; README "Configuration") ---------------
-OBJECT_STORE_DIR = Path(env_str("OBJECT_STORE_DIR", str(VAR_DIR / "objects")))
-S3_ENDPOINT_URL = env_str("S3_ENDPOINT_URL", "")  # set: snapshots go to this S3 server
-S3_BUCKET = env_str("S3_BUCKET", "memory-graph")
-S3_ACCESS_KEY_ID = env_str("S3_ACCESS_KEY_ID", "")
-S3_SECRET_ACCESS_KEY = env_str("S3_SECRET_ACCESS_KEY", "")
-S3_REGION = env_str("S3_REGION", "us-east-1")
-S3_TIMEOUT_SECONDS = env_int("S3_TIMEOUT_SECONDS", 10)
-GRAPH_DIR = Path(env_str("GRAPH_DIR", str(VAR_DIR / "graph")))
-GRAPH_REDIS_PREFIX = env_str("GRAPH_REDIS_PREFIX", "graph:")
-GRAPH_WRITE_TIMEOUT_SECONDS = env_float("GRAPH_WRITE_TIMEOUT_SECONDS", 30.0)
-GRAPH_LOCK_TIMEOUT_SECONDS = env_float("GRAPH_LOCK_TIMEOUT_SECONDS", 30.0)
-GRAPH_MAX_DEPTH = env_int("GRAPH_MAX_DEPTH", 3)
-GRAPH_MAX_PATH_HOPS = env_int("GRAPH_MAX_PATH_HOPS", 6)
-GRAPH_EXTRACTION = env_bool("GRAPH_EXTRACTION", True)
-GRAPH_EXTRACTOR = env_str("GRAPH_EXTRACTOR", "auto")  # auto | llm | offline
-GRAPH_BACKUP_RETENTION_DAYS = env_int("GRAPH_BACKUP_RETENTION_DAYS", 7)
+# --- knowledge graph and its object storage: memory_project/settings_graph.py -------------
+from memory_project.settings_graph import *  # noqa: E402, F403
 
 # --- resilience (README "Resilience") --------------------------------------------------------
 # Circuit breakers, seed 001 "Backend Circuit Breaker": 5 failures in 60 s open; 30 s half-open.
