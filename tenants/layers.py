@@ -74,8 +74,9 @@ class LayerIdentifiers:
             InvalidInput: an unknown key, a non-string value, an empty or over-long value,
                 or a NUL character.
         """
-        data = data or {}
-        if not isinstance(data, dict):
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):  # [], "", 0 and false are not "no identifiers"
             raise InvalidInput("identifiers must be an object.")
         unknown = sorted(set(data) - set(IDENTIFIER_FIELDS))
         if unknown:
