@@ -48,6 +48,10 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
                                  "crontab": {"minute": "55", "hour": "3"}},
     # Graph partitions a failed publication left unpublished are published. Every minute.
     "graph checkpoint": {"task": "graph.checkpoint", "every_seconds": 60},
+    # Seed 001 "Summary Configuration" and "Summarization batching": every minute, scopes
+    # whose time or change trigger fired are marked pending, and pending ones older than the
+    # tenant's batch window (5 minutes) are regenerated, by priority and layer.
+    "summaries": {"task": "summaries.run_due", "every_seconds": 60},
 }
 
 

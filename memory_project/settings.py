@@ -299,6 +299,11 @@ DEMO_TENANT_NAME = env_str("DEMO_TENANT_NAME", "demo")
 PII_PHONE_REGIONS = env_list("PII_PHONE_REGIONS", ["US", "GB", "DE", "FR"])
 POLICY_REGEX_TIMEOUT_SECONDS = env_float("POLICY_REGEX_TIMEOUT_SECONDS", 0.05)
 
+# --- layer summaries (summaries/) ----------------------------------------------------------
+SUMMARIES = env_bool("SUMMARIES", True)  # false: no change tracking, no scheduled generation
+SUMMARY_GENERATOR = env_str("SUMMARY_GENERATOR", "auto")  # auto | llm | offline
+SUMMARY_BATCH_SCOPES = env_int("SUMMARY_BATCH_SCOPES", 50)  # scopes per tenant per batch run
+
 # --- knowledge graph and its object storage: memory_project/settings_graph.py -------------
 from memory_project.settings_graph import *  # noqa: E402, F403
 

@@ -32,12 +32,14 @@ from tenants.audit import (
 )
 from tenants.config_cache import version_bump
 from tenants.context import TenantContext
+from tenants.layers import IDENTIFIER_FIELDS
 
 logger = logging.getLogger(__name__)
 
 # --- delete, erase, restore -------------------------------------------------------------------
 
-#: Sent inside the erasing transaction with ``tenant_id`` and ``memory_ids``: apps that keep
+#: Sent inside the erasing transaction with ``tenant_id``, ``memory_ids`` and ``rows`` (each
+#: erased memory's ``layer`` and identifier columns, read before the delete): apps that keep
 #: data derived from memories (the graph, summaries) remove it in their receiver.
 memories_erased = Signal()
 
@@ -61,14 +63,15 @@ def memories_erase(ctx: TenantContext, *, memory_ids: list[uuid.UUID], reason: s
         The number of memories erased.
     """
     rows = list(Memory.objects.select_for_update().filter(pk__in=memory_ids).order_by("pk")
-                .values_list("pk", "content"))
+                .values("pk", "content", "layer", *IDENTIFIER_FIELDS.values()))
     if not rows:
         return 0
-    ids = [pk for pk, _ in rows]
-    texts = {content for _, content in rows} | history_texts(ids)
+    ids = [row["pk"] for row in rows]
+    texts = {row["content"] for row in rows} | history_texts(ids)
     history_erase(ctx, ids, reason=reason)
     Memory.objects.filter(pk__in=ids).delete()
-    memories_erased.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=ids)
+    memories_erased.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=ids, rows=[
+        {k: v for k, v in row.items() if k not in ("pk", "content")} for row in rows])
     version_bump(ctx.tenant_id)
     tenant_id = ctx.tenant_id
     transaction.on_commit(lambda: cache_evict(tenant_id, sorted(texts)))
