@@ -1,0 +1,59 @@
+"""An assembled context as Markdown, ready to drop into a prompt (``Accept: text/markdown``
+or ``format=markdown`` on ``POST /api/v1/context``)::
+
+    ## What we know
+    ### Project p1 (paragraph summary)
+    <summary text>
+
+    ## Relevant memories
+    - <memory content>
+
+The token count of the rendering is the sum of its lines' counts (the WordPiece tokenizer
+splits at whitespace, so line breaks add none): context assembly prices each line with the
+functions below before it adds it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from summaries.context import AssembledContext
+    from summaries.selectors import ServedSummary
+
+SUMMARIES_HEADING = "## What we know"
+MEMORIES_HEADING = "## Relevant memories"
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks included) as one space."""
+    return " ".join(text.split())
+
+
+def summary_heading(served: ServedSummary) -> str:
+    """``### Project p1 (paragraph summary)``, marked when the summary is stale."""
+    title = served.scope.describe()
+    stale = " — may be out of date" if served.freshness.stale else ""
+    return f"### {title[:1].upper()}{title[1:]} ({served.summary.depth} summary{stale})"
+
+
+def bullet(content: str) -> str:
+    """A memory's line."""
+    return f"- {one_line(content)}"
+
+
+def render_markdown(context: AssembledContext) -> str:
+    """The context's summaries (one section per layer scope, stale ones marked) and memories
+    (one bullet each, newlines folded), in the order they were chosen."""
+    parts: list[str] = []
+    if context.summaries:
+        parts.append(SUMMARIES_HEADING)
+        for served, _ in context.summaries:
+            parts.append(summary_heading(served))
+            parts.append(one_line(served.summary.content))
+    if context.memories:
+        if parts:
+            parts.append("")
+        parts.append(MEMORIES_HEADING)
+        parts.extend(bullet(m.memory.content) for m in context.memories)
+    return "\n".join(parts) + ("\n" if parts else "")
