@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/v1/", include("llm.api.urls")),
     path("api/v1/", include("agents.api.v1_urls")),
     path("api/v1/", include("graph.api.urls")),
+    path("api/v1/", include("summaries.api.urls")),
     path("api/agents/", include("agents.api.urls")),
     path("metrics", metrics.metrics_view, name="prometheus-django-metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -86,6 +86,11 @@ CALLS: dict[str, tuple[str, str, Any]] = {
     "graph.neighbours": ("get", "/api/v1/graph/nodes/{memory}/neighbours", None),
     "graph.path": ("get", "/api/v1/graph/path?from={memory}&to={memory}", None),
     "graph.restore": ("post", "/api/v1/graph/restore", {}),
+    "summary.list": ("get", "/api/v1/summaries?projectId={project}&userId=u1", None),
+    "summary.get": ("get", "/api/v1/summaries/team?teamId={team}", None),
+    "summary.regenerate": ("post", "/api/v1/summaries/regenerate", {}),
+    "context.assemble": ("post", "/api/v1/context",
+                         {"identifiers": {"projectId": "{project}", "userId": "u1"}}),
     **{f"{level}.{op}": call for level, path in (("org", "orgs"), ("team", "teams"),
                                                   ("project", "projects"))
        for op, call in {

@@ -41,6 +41,10 @@ _IDENTIFIERS = ("which identifiers a layer needs, that companyId is the caller's
 #: OpenAPI document cannot express: a schema-valid request may get 400 there, so the
 #: ``positive_data_acceptance`` check is left out for them (every other check still runs).
 CROSS_FIELD_RULES = {
+    "GET /api/v1/summaries": _IDENTIFIERS,
+    "GET /api/v1/summaries/{layer}": _IDENTIFIERS,
+    "POST /api/v1/summaries/regenerate": _IDENTIFIERS,
+    "POST /api/v1/context": _IDENTIFIERS,
     "GET /api/v1/memories": _IDENTIFIERS,
     "POST /api/v1/memories": _IDENTIFIERS + "; metadata tags/source shapes",
     "POST /api/v1/memories/bulk": _IDENTIFIERS + "; metadata tags/source shapes",

@@ -22,6 +22,7 @@ from tenants.context import tenant_scope
 from tenants.models import Tenant
 from tests import cross_tenant_governance as governance_cases
 from tests import cross_tenant_graph as graph_cases
+from tests import cross_tenant_summaries as summary_cases
 from tests.cross_tenant_harness import (
     SECRET,
     Tokens,
@@ -260,6 +261,7 @@ def create_project_with_a_taken_id(a, t):
 
 governance_cases.register(case, post)
 graph_cases.register(case, post)
+summary_cases.register(case, post)
 
 
 # --- agent memories (seed 003) -------------------------------------------------------------

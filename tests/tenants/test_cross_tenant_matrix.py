@@ -44,6 +44,8 @@ PATH_TOKENS = {
     # Graph nodes are entities and memories; B's memory ids name its memory nodes.
     ("graph", "entity_id"): "memory", ("graph", "memory_id"): "memory",
     ("graph", "node_id"): "memory",
+    # A layer name is no tenant's object; the matrix's query (layer=…) is refused first.
+    ("summary", "layer"): "team",
 }
 #: Fields that differ between two otherwise equal answers (fresh ids and times).
 VOLATILE = {"id", "createdAt", "updatedAt", "lastConfirmedAt", "created_at", "updated_at",

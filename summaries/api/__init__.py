@@ -1,0 +1,1 @@
+"""The REST API of the summaries app: layer summaries and context assembly."""
