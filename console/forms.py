@@ -4,12 +4,18 @@ identifiers) is the services' and its errors are shown on the form."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django import forms
+from django.forms import BoundField
 
 from governance.models import PiiHandling, Policy
 from memories.models import Kind
+from memory_project.errors import MemoryServiceError, QueryTooLong
+from summaries.config import DEFAULT_BATCH_WINDOW_SECONDS
+from summaries.context import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from summaries.models import Depth
 from tenants.layers import IDENTIFIER_FIELDS, Layer
 
 LAYER_CHOICES = [(x.value, x.value) for x in Layer]
@@ -224,3 +230,146 @@ class AuditFilterForm(forms.Form):
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
             raise forms.ValidationError("From must not be after To.")
         return data
+
+
+class ContextPreviewForm(forms.Form):
+    """The context preview: the seven identifiers, an optional query, a token budget and an
+    optional depth. Ranges are checked by ``summaries.context.ContextRequest`` and its
+    errors shown on the form, as an agent would get them."""
+
+    query = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                            help_text="empty: the most important memories of each layer")
+    budget = forms.IntegerField(required=False, initial=DEFAULT_BUDGET,
+                                help_text=f"tokens, {MIN_BUDGET}..{MAX_BUDGET}")
+    depth = forms.CharField(required=False, widget=forms.Select(choices=[
+        ("", "the deepest that fits"), *((d, d) for d in Depth.values)]))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in IDENTIFIER_FIELDS:
+            self.fields[name] = forms.CharField(required=False, max_length=255, label=name)
+
+    def clean_budget(self) -> int:
+        """The budget typed, or the default (2000) when left blank."""
+        budget = self.cleaned_data.get("budget")
+        return DEFAULT_BUDGET if budget is None else int(budget)
+
+    def identifiers(self) -> dict[str, str]:
+        """The identifiers filled in, camelCase."""
+        return {k: self.cleaned_data[k] for k in IDENTIFIER_FIELDS if self.cleaned_data.get(k)}
+
+    def show_error(self, err: MemoryServiceError) -> None:
+        """Show a service error beside the field it names (``details.field``, the query for
+        a query too long, an identifier its message starts with), else above the form."""
+        name = err.details.get("field")
+        if isinstance(err, QueryTooLong) or str(err.message).startswith("query "):
+            name = "query"
+        elif name not in self.fields:
+            name = next((f for f in IDENTIFIER_FIELDS if err.message.startswith(f)), None)
+        self.add_error(name if name in self.fields else None, err.message)
+
+
+#: Rows of the summary trigger form: the ``default`` entry, then each layer.
+SUMMARY_LAYERS = ("default", *(x.value for x in Layer))
+#: Columns of the summary trigger form (``summaries.layers.<layer>.<key>``).
+TRIGGER_KEYS = ("updateInterval", "skipIfUnchanged", "updateOnChanges", "depths", "maxAge",
+                "personalize", "enabled")
+_YES_NO = [("", "—"), ("true", "yes"), ("false", "no")]
+_PERSONALIZE = [("", "—"), ("none", "no"), ("user", "user"), ("session", "session")]
+_SETTING_NAME = re.compile(r"summaries\.(?:layers\.([A-Za-z]+)\.)?([A-Za-z]+)")
+
+
+def _trigger_field(key: str) -> forms.Field:
+    if key in ("skipIfUnchanged", "enabled"):
+        return forms.CharField(required=False, widget=forms.Select(choices=_YES_NO))
+    if key == "personalize":
+        return forms.CharField(required=False, widget=forms.Select(choices=_PERSONALIZE))
+    size = 20 if key == "depths" else 8
+    return forms.CharField(required=False, max_length=100,
+                           widget=forms.TextInput(attrs={"size": size}))
+
+
+def _setting_value(key: str, text: str) -> Any:
+    """A form cell as its JSON value; what does not convert stays text, for the section's
+    own check to refuse by name."""
+    if key in ("skipIfUnchanged", "enabled"):
+        return {"true": True, "false": False}.get(text, text)
+    if key == "personalize":
+        return None if text == "none" else text
+    if key == "depths":
+        return [d for d in re.split(r"[,\s]+", text) if d]
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _setting_text(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if key == "personalize" and value is None:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+class SummaryTriggersForm(forms.Form):
+    """When each layer's summaries are regenerated (the tenant settings' ``summaries``
+    section, ``summaries.config``): one row per layer plus ``default``; a blank cell
+    inherits (a layer from ``default``, ``default`` from the built-in values). Values are
+    checked by the section's own parser; its error is shown beside the cell it names."""
+
+    batchWindowSeconds = forms.CharField(required=False, max_length=20,
+                                         label="Batch window (seconds)",
+                                         widget=forms.TextInput(attrs={"size": 8}))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for layer in SUMMARY_LAYERS:
+            for key in TRIGGER_KEYS:
+                field = _trigger_field(key)
+                field.widget.attrs["aria-label"] = f"{layer} {key}"
+                self.fields[f"{layer}__{key}"] = field
+
+    @staticmethod
+    def initial_from(stored: Any) -> dict[str, str]:
+        """Initial cells for the stored ``summaries`` section (as saved, not parsed: a
+        value a layer inherits stays blank)."""
+        stored = stored if isinstance(stored, dict) else {}
+        initial = {"batchWindowSeconds": str(stored.get(
+            "batchWindowSeconds", DEFAULT_BATCH_WINDOW_SECONDS))}
+        layers = stored.get("layers")
+        for layer, values in (layers.items() if isinstance(layers, dict) else ()):
+            for key, value in (values.items() if isinstance(values, dict) else ()):
+                if layer in SUMMARY_LAYERS and key in TRIGGER_KEYS:
+                    initial[f"{layer}__{key}"] = _setting_text(key, value)
+        return initial
+
+    def rows(self) -> list[tuple[str, list[BoundField]]]:
+        """``[(layer, [bound field per key])]`` for the table."""
+        return [(layer, [self[f"{layer}__{key}"] for key in TRIGGER_KEYS])
+                for layer in SUMMARY_LAYERS]
+
+    def section(self) -> dict[str, Any]:
+        """The ``summaries`` patch: ``batchWindowSeconds`` (blank: the built-in 300) and the
+        whole ``layers`` object (replacing the stored one; ``budget`` is left as it is)."""
+        data = self.cleaned_data
+        window = (data.get("batchWindowSeconds") or "").strip()
+        layers: dict[str, dict[str, Any]] = {}
+        for layer in SUMMARY_LAYERS:
+            for key in TRIGGER_KEYS:
+                text = (data.get(f"{layer}__{key}") or "").strip()
+                if text:
+                    layers.setdefault(layer, {})[key] = _setting_value(key, text)
+        return {"batchWindowSeconds": _setting_value("batchWindowSeconds", window)
+                if window else DEFAULT_BATCH_WINDOW_SECONDS, "layers": layers}
+
+    def show_error(self, message: str) -> None:
+        """Show the section's error beside the cell it names, else above the table."""
+        found = _SETTING_NAME.search(message)
+        name = None
+        if found:
+            layer, key = found.groups()
+            name = f"{layer}__{key}" if layer else key
+        self.add_error(name if name in self.fields else None, message)

@@ -17,6 +17,7 @@ from console.views import (
     policies,
     reviews,
     settings,
+    summaries,
 )
 
 app_name = "console"
@@ -38,6 +39,12 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/graph/", graph.graph_index, name="graph"),
     path("t/<slug:tenant_slug>/graph/entities/<str:entity_id>/", graph.graph_entity,
          name="graph-entity"),
+    path("t/<slug:tenant_slug>/summaries/", summaries.summary_list, name="summaries"),
+    path("t/<slug:tenant_slug>/summaries/<uuid:scope_id>/", summaries.summary_detail,
+         name="summary"),
+    path("t/<slug:tenant_slug>/summaries/<uuid:scope_id>/regenerate/",
+         summaries.summary_regenerate, name="summary-regenerate"),
+    path("t/<slug:tenant_slug>/context/", summaries.context_preview, name="context"),
     path("t/<slug:tenant_slug>/policies/", policies.policies, name="policies"),
     path("t/<slug:tenant_slug>/policies/new/", policies.policy_new, name="policy-new"),
     path("t/<slug:tenant_slug>/policies/<uuid:policy_id>/", policies.policy_edit,
@@ -52,6 +59,8 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/llm/", llm_usage.llm_usage, name="llm-usage"),
     path("t/<slug:tenant_slug>/audit/", audit.audit_log, name="audit"),
     path("t/<slug:tenant_slug>/settings/", settings.tenant_settings, name="settings"),
+    path("t/<slug:tenant_slug>/settings/summaries/", settings.summary_triggers,
+         name="summary-triggers"),
     path("t/<slug:tenant_slug>/settings/keys/", settings.key_create, name="key-create"),
     path("t/<slug:tenant_slug>/settings/keys/<uuid:key_id>/revoke/", settings.key_revoke,
          name="key-revoke"),

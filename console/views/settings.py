@@ -1,5 +1,5 @@
-"""Tenant settings: retrieval and lifecycle settings, API keys (shown once at creation,
-revocable) and the periodic jobs (django-celery-beat)."""
+"""Tenant settings: retrieval and lifecycle settings, the summary triggers per layer, API keys
+(shown once at creation, revocable) and the periodic jobs (django-celery-beat)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,20 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_celery_beat.models import PeriodicTask
 
 from console import services
 from console.access import ConsoleAccess, console_view
-from console.forms import SettingsForm
+from console.forms import SettingsForm, SummaryTriggersForm
 from console.models import ConsoleRole
 from memories.retrieval.recall import recall_settings
 from memories.retrieval.search import default_threshold
 from memories.services.lifecycle import lifecycle_settings
 from memories.services.lifecycle_config import deleted_retention_days, lifecycle_section
+from memories.services.settings import settings_get
 from memory_project.errors import MemoryServiceError, NotFound
 from tenants.audit import audit_cross_tenant_probe
 from tenants.models import ApiKey
@@ -80,13 +82,21 @@ def settings_patch(access: ConsoleAccess, data: dict[str, Any]) -> dict[str, Any
     return patch
 
 
+def _triggers(access: ConsoleAccess) -> SummaryTriggersForm:
+    """The summary trigger form showing the stored ``summaries`` section."""
+    return SummaryTriggersForm(initial=SummaryTriggersForm.initial_from(
+        settings_get(access.ctx).get("summaries")))
+
+
 def _page(request: HttpRequest, access: ConsoleAccess, form: SettingsForm,
-          new_key: str | None = None, status: int = 200) -> HttpResponse:
+          new_key: str | None = None, status: int = 200,
+          triggers: SummaryTriggersForm | None = None) -> HttpResponse:
     weights = section(access.ctx, "recall").score_weights
     keys = list(ApiKey.objects.order_by("-created_at"))
     admin_keys = [k.pk for k in keys if k.revoked_at is None and Role.ADMIN.value in k.roles]
     return render(request, "console/settings.html", {
         "access": access, "form": form, "weights": weights, "keys": keys,
+        "triggers": triggers or _triggers(access),
         "last_admin_keys": admin_keys if len(admin_keys) == 1 else [], "key_roles": KEY_ROLES,
         "key_expiries": KEY_EXPIRIES,
         "new_key": new_key, "schedules": PeriodicTask.objects.order_by("name"),
@@ -124,6 +134,28 @@ def tenant_settings(request: HttpRequest, access: ConsoleAccess) -> HttpResponse
             messages.success(request, "Settings saved.")
             return redirect("console:settings", tenant_slug=access.tenant.slug)
     return _page(request, access, form, status=400)
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def summary_triggers(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
+    """POST ``.../settings/summaries/``: save the summary triggers per layer into the
+    ``summaries`` section (its ``layers`` and ``batchWindowSeconds``; ``budget`` is kept),
+    audited like every settings change. A value the section refuses is shown beside its
+    cell (status 400) and nothing is saved."""
+    triggers = SummaryTriggersForm(request.POST)
+    if triggers.is_valid():
+        try:
+            services.console_settings_update(access.ctx,
+                                             patch={"summaries": triggers.section()})
+        except MemoryServiceError as err:
+            triggers.show_error(err.message)
+        else:
+            messages.success(request, "Summary triggers saved.")
+            return redirect(reverse("console:settings", args=[access.tenant.slug])
+                            + "#summary-triggers")
+    return _page(request, access, SettingsForm(initial=_initial(access)), status=400,
+                 triggers=triggers)
 
 
 @require_POST
