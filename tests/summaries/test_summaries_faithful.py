@@ -20,6 +20,7 @@ import pytest
 from bench.context_eval import first_sessions
 from bench.locomo import load_samples, turns
 from llm import cache as llm_cache
+from llm.models import LlmUsage
 from llm.purposes.base import content_words, supported
 from llm.purposes.summarize import DEPTHS
 from memories.models import Kind
@@ -217,3 +218,20 @@ def test_a_failure_while_writing_leaves_the_previous_set_whole(
     assert written == ["sentence"]  # one depth was written, then rolled back with the rest
     after = {d: (s.content, s.model, s.generated_at) for d, s in stored(tenant_a).items()}
     assert after == previous
+
+
+def test_the_company_layer_uses_its_cheaper_model_and_the_usage_row_names_it(
+        tenant_a: Any, fake: FakeLLM, settings: Any) -> None:
+    settings.LLM_MODELS = '{"summarize": {"default": "big-model", "company": "small-model"}}'
+    for text in ("Globex: expense reports are due on Fridays.",
+                 "Globex: the office closes at 6 pm.", "Globex: badges are checked daily."):
+        tenant_a.add(text, layer="company", identifiers={})
+    fake.then(("json", {"sentences": [{"text": "Globex: the office closes at 6 pm.",
+                                       "sources": [1, 2, 3]}]}))
+    company = scope_for(Layer.COMPANY, LayerIdentifiers(companyId=tenant_a.tenant.slug))
+    summaries = generate(tenant_a, company)
+    assert {s.model for s in summaries} == {"small-model"}
+    assert fake.requests[0]["model"] == "small-model"
+    with tenant_scope(tenant_a.ctx):
+        usage = LlmUsage.objects.get(purpose="summarize")
+    assert (usage.model, usage.layer) == ("small-model", "company")
