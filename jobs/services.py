@@ -24,11 +24,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 
 from jobs.models import QueuedJob
 from jobs.selectors import queued_jobs_count
@@ -68,13 +67,26 @@ def job_enqueue(ctx: TenantContext, *, task: str, args: Sequence[Any] = (),
     """
     job = QueuedJob.objects.create(tenant_id=ctx.tenant_id, task=task, args=list(args),
                                    kwargs=kwargs or {}, queue=queue)
-    transaction.on_commit(partial(_send_one, ctx, job.pk), robust=True)
+    job_id = job.pk
+
+    def send() -> None:  # a named function: a robust hook's failure is logged by name
+        _send_one(ctx, job_id)
+
+    transaction.on_commit(send, robust=True)
     return job
 
 
 def _send_one(ctx: TenantContext, job_id: Any) -> None:
-    """After commit: hand one job to the broker unless a drain holds it already."""
-    sent = run_in_scope(ctx, _send_if_free, job_id)
+    """After commit: hand one job to the broker unless a drain holds it already. The
+    database going away meanwhile leaves the job in the outbox for the drain (if the broker
+    took it before, it is sent twice: delivery is at least once)."""
+    try:
+        sent = run_in_scope(ctx, _send_if_free, job_id)
+    except (OperationalError, InterfaceError) as exc:
+        _backlog.set()
+        logger.warning("outbox: job %s stays queued, the database is unavailable (%s)",
+                       job_id, exc)
+        return
     if sent and _backlog.is_set():
         _backlog.clear()
         _request_drain()

@@ -89,6 +89,14 @@ def keep_test_connection() -> Any:
     request_finished.connect(close_old_connections)
 
 
+@pytest.fixture(autouse=True)
+def _bad_keys_not_throttled(settings: Any) -> None:
+    """Schemathesis's authentication checks send invalid keys with every case; from one
+    address, more than ``RATE_LIMIT_INVALID_KEY_REQUESTS`` (30) a minute get 429, which
+    those checks do not expect. Throttling has tests of its own (tests/tenants)."""
+    settings.RATE_LIMIT_INVALID_KEY_REQUESTS = 1_000_000
+
+
 @pytest.fixture(scope="module")
 def cases_report(request: pytest.FixtureRequest) -> Any:
     """Counts the generated cases per operation; prints the total once, at the end."""
