@@ -22,7 +22,7 @@ on top of the tenant's whole ``llm.budget``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llm.budgets import parse_budget
@@ -145,7 +145,7 @@ def _layer(raw: Any, base: LayerSummaryConfig, name: str) -> LayerSummaryConfig:
         if raw["personalize"] is not None and raw["personalize"] not in PERSONALIZE:
             raise InvalidInput(f"{prefix}.personalize must be null, user or session.")
         values["personalize"] = raw["personalize"]
-    return LayerSummaryConfig(**{**base.__dict__, **values})
+    return replace(base, **values)
 
 
 def _budget(raw: Any) -> SummaryBudget:

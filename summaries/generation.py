@@ -38,9 +38,10 @@ from summaries import extractive
 from summaries.config import summary_settings
 from summaries.metrics import GENERATION_MS, GENERATIONS
 from summaries.models import Depth, LayerSummary, Priority, SummaryScope
-from summaries.scopes import ScopeRef, source_hash, sources
+from summaries.scopes import ScopeRef, scope_row, source_hash, sources
 from summaries.tokens import count_many, count_tokens
 from tenants.context import TenantContext
+from tenants.layers import IDENTIFIER_FIELDS
 
 #: Sources one generation reads at most: the scope's newest memories (CPU stays bounded).
 MAX_SOURCES = 1500
@@ -112,9 +113,9 @@ def _personal_weights(scope: ScopeRef, vectors: np.ndarray) -> np.ndarray | None
     own newest memories: what a personalized summary dwells on."""
     if scope.personal is None or not len(vectors):
         return None
-    column = "user_id" if scope.personal[0] == "userId" else "session_id"
     own = [np.asarray(v, dtype=np.float32) for v in Memory.objects.filter(
-        **{column: scope.personal[1]}, state=State.ACTIVE, embedding__isnull=False,
+        **{IDENTIFIER_FIELDS[scope.personal[0]]: scope.personal[1]}, state=State.ACTIVE,
+        embedding__isnull=False,
     ).order_by("-id").values_list("embedding", flat=True)[:PERSONAL_SAMPLE]]
     if not own:
         return None
@@ -192,7 +193,7 @@ def summary_generate(ctx: TenantContext, *, scope: ScopeRef, trigger: str
     digest = source_hash(scope)
     rows = list(reversed(sources(scope).order_by("-id").values_list(
         "id", "content", "embedding")[:MAX_SOURCES]))
-    state = _scope_row(ctx, scope)
+    state = scope_row(ctx, scope)
     seen_changes = state.changes
     drafts: list[Draft] = []
     if rows:
@@ -220,14 +221,6 @@ def summary_generate(ctx: TenantContext, *, scope: ScopeRef, trigger: str
             elapsed_ms / max(1, len(stored)))
         GENERATIONS.labels(scope.layer.value, summary.depth, trigger).inc()
     return stored
-
-
-def _scope_row(ctx: TenantContext, scope: ScopeRef) -> SummaryScope:
-    row, _ = SummaryScope.objects.get_or_create(
-        tenant_id=ctx.tenant_id, layer=scope.layer.value, scope_key=scope.key,
-        personal_key=scope.personal_key,
-        defaults={"identifiers": dict(scope.identifiers)})
-    return row
 
 
 def _store(ctx: TenantContext, state: SummaryScope, scope: ScopeRef, draft: Draft,

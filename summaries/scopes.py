@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 from memories.models import Memory, State
 from memories.retrieval.partition import layer_queryset
 from summaries.models import SummaryScope
+from tenants.context import TenantContext
 from tenants.layers import (
     IDENTIFIER_FIELDS,
     REQUIRED,
@@ -131,5 +132,13 @@ def scope_of_row(row: SummaryScope) -> ScopeRef:
 def has_memories(personal: tuple[str, str]) -> bool:
     """Whether the user or session ``("userId", …)``/``("sessionId", …)`` holds any active
     memory: a personalized summary is only worth writing for one that does."""
-    column = "user_id" if personal[0] == "userId" else "session_id"
-    return Memory.objects.filter(**{column: personal[1]}, state=State.ACTIVE).exists()
+    return Memory.objects.filter(**{IDENTIFIER_FIELDS[personal[0]]: personal[1]},
+                                 state=State.ACTIVE).exists()
+
+
+def scope_row(ctx: TenantContext, scope: ScopeRef) -> SummaryScope:
+    """``scope``'s bookkeeping row, created when missing."""
+    row, _ = SummaryScope.objects.get_or_create(
+        tenant_id=ctx.tenant_id, layer=scope.layer.value, scope_key=scope.key,
+        personal_key=scope.personal_key, defaults={"identifiers": dict(scope.identifiers)})
+    return row

@@ -27,7 +27,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, IntegerField, Q, Value, When
+from django.db.models import Case, F, IntegerField, Q, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from uuid6 import uuid7
 
@@ -38,7 +39,14 @@ from summaries.config import summary_settings
 from summaries.generation import OFFLINE_MODEL, check_budget, summary_generate
 from summaries.metrics import BATCH_EFFICIENCY, BATCH_SIZE
 from summaries.models import LayerSummary, Priority, SummaryScope
-from summaries.scopes import ScopeRef, scope_of_memory, scope_of_row
+from summaries.scopes import (
+    PERSONAL_IDENTIFIERS,
+    ScopeRef,
+    scope_of_memory,
+    scope_of_row,
+    scope_row,
+    scopes_of_memories,
+)
 from summaries.tokens import count_tokens
 from tenants.audit import parse_uuid
 from tenants.context import TenantContext
@@ -50,30 +58,43 @@ REGENERATE_TASK = "summaries.regenerate_scope"
 _COLUMNS = ("layer", *IDENTIFIER_FIELDS.values())
 
 
-def _bump(ctx: TenantContext, counts: Counter[ScopeRef], now: datetime) -> None:
-    """Add ``counts`` to the scopes' change counters (creating shared scope rows), in one
-    statement per scope; concurrent writers never collide (``ON CONFLICT``)."""
+def _upsert_scope(ctx: TenantContext, scope: ScopeRef, *, changes: int = 0,
+                  pending_trigger: str = "") -> None:
+    """Create ``scope``'s row or update it in one statement, safe against concurrent writers
+    (``ON CONFLICT``): add ``changes`` to its counter (``first_change_at`` set when it was
+    unset); with ``pending_trigger``, mark it pending at normal priority unless it already
+    is."""
+    now = timezone.now()
+    pending = now if pending_trigger else None
     with connection.cursor() as cursor:
-        for scope, n in counts.items():
-            cursor.execute(
-                "INSERT INTO summaries_summaryscope (id, tenant_id, layer, scope_key, "
-                "identifiers, personal_key, changes, first_change_at, priority, trigger, "
-                "last_error, created_at) VALUES (%s, %s, %s, %s, %s::jsonb, '', %s, %s, %s, "
-                "'', '', %s) ON CONFLICT (tenant_id, layer, scope_key, personal_key) DO UPDATE "
-                "SET changes = summaries_summaryscope.changes + EXCLUDED.changes, "
-                "first_change_at = COALESCE(summaries_summaryscope.first_change_at, "
-                "EXCLUDED.first_change_at)",
-                [uuid7(), ctx.tenant_id, scope.layer.value, scope.key,
-                 _json(dict(scope.identifiers)), n, now, Priority.NORMAL, now])
-            cursor.execute(
-                "UPDATE summaries_summaryscope SET changes = changes + %s, first_change_at = "
-                "COALESCE(first_change_at, %s) WHERE tenant_id = %s AND layer = %s AND "
-                "scope_key = %s AND personal_key <> ''",
-                [n, now, ctx.tenant_id, scope.layer.value, scope.key])
+        cursor.execute(
+            "INSERT INTO summaries_summaryscope AS s (id, tenant_id, layer, scope_key, "
+            "identifiers, personal_key, changes, first_change_at, pending_since, priority, "
+            "trigger, last_error, created_at) "
+            "VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, '', %s) "
+            "ON CONFLICT (tenant_id, layer, scope_key, personal_key) DO UPDATE SET "
+            "changes = s.changes + EXCLUDED.changes, "
+            "first_change_at = COALESCE(s.first_change_at, EXCLUDED.first_change_at), "
+            "pending_since = COALESCE(s.pending_since, EXCLUDED.pending_since), "
+            "trigger = CASE WHEN s.pending_since IS NULL AND EXCLUDED.pending_since IS NOT NULL "
+            "THEN EXCLUDED.trigger ELSE s.trigger END",
+            [uuid7(), ctx.tenant_id, scope.layer.value, scope.key,
+             json.dumps(dict(scope.identifiers), sort_keys=True), scope.personal_key, changes,
+             now if changes else None, pending, Priority.NORMAL, pending_trigger, now])
 
 
-def _json(value: dict[str, str]) -> str:
-    return json.dumps(value, sort_keys=True)
+def _count_changes(ctx: TenantContext, memory_ids: list[Any]) -> None:
+    """One change more in the scope of each of ``memory_ids`` (and in its personalized
+    summaries, when its layer personalizes)."""
+    rows = Memory.objects.filter(pk__in=memory_ids).values(*_COLUMNS)
+    config = summary_settings(ctx)
+    for scope, n in Counter(scope_of_memory(row["layer"], row) for row in rows).items():
+        _upsert_scope(ctx, scope, changes=n)
+        if config.for_layer(scope.layer).personalize:
+            SummaryScope.objects.filter(layer=scope.layer.value, scope_key=scope.key).exclude(
+                personal_key="").update(changes=F("changes") + n,
+                                        first_change_at=Coalesce("first_change_at",
+                                                                 timezone.now()))
 
 
 def _invalidate(ctx: TenantContext, memory_ids: list[Any], now: datetime) -> list[uuid.UUID]:
@@ -98,20 +119,8 @@ def _invalidate(ctx: TenantContext, memory_ids: list[Any], now: datetime) -> lis
 
 def summary_scope_wanted(ctx: TenantContext, *, scope: ScopeRef, trigger: str) -> None:
     """Mark ``scope`` pending (normal priority) unless it already is: a summary was asked for
-    that does not exist yet (a personalized one) or is stale. One statement; safe against
-    concurrent callers (``ON CONFLICT``)."""
-    now = timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO summaries_summaryscope (id, tenant_id, layer, scope_key, identifiers, "
-            "personal_key, changes, pending_since, priority, trigger, last_error, created_at) "
-            "VALUES (%s, %s, %s, %s, %s::jsonb, %s, 0, %s, %s, %s, '', %s) "
-            "ON CONFLICT (tenant_id, layer, scope_key, personal_key) DO UPDATE SET "
-            "pending_since = COALESCE(summaries_summaryscope.pending_since, "
-            "EXCLUDED.pending_since), trigger = CASE WHEN summaries_summaryscope.pending_since "
-            "IS NULL THEN EXCLUDED.trigger ELSE summaries_summaryscope.trigger END",
-            [uuid7(), ctx.tenant_id, scope.layer.value, scope.key, _json(dict(scope.identifiers)),
-             scope.personal_key, now, Priority.NORMAL, trigger, now])
+    that does not exist yet (a personalized one) or is stale."""
+    _upsert_scope(ctx, scope, pending_trigger=trigger)
 
 
 def summaries_note_stored(ctx: TenantContext, *, memory_ids: Iterable[Any]) -> None:
@@ -121,11 +130,9 @@ def summaries_note_stored(ctx: TenantContext, *, memory_ids: Iterable[Any]) -> N
     ids = list(memory_ids)
     if not ids:
         return
-    now = timezone.now()
     if settings.SUMMARIES:
-        rows = Memory.objects.filter(pk__in=ids).values(*_COLUMNS)
-        _bump(ctx, Counter(scope_of_memory(row["layer"], row) for row in rows), now)
-    _invalidate(ctx, ids, now)
+        _count_changes(ctx, ids)
+    _invalidate(ctx, ids, timezone.now())
 
 
 def summaries_note_removed(ctx: TenantContext, *, memory_ids: Iterable[Any],
@@ -139,25 +146,24 @@ def summaries_note_removed(ctx: TenantContext, *, memory_ids: Iterable[Any],
     ids = [str(pk) for pk in memory_ids]
     if not ids:
         return
-    now = timezone.now()
     if not erased and settings.SUMMARIES:
-        removed = Memory.objects.filter(pk__in=ids).values(*_COLUMNS)
-        _bump(ctx, Counter(scope_of_memory(row["layer"], row) for row in removed), now)
+        _count_changes(ctx, ids)
     if erased:
         _cut_sentences(ids)
         _forget_empty(rows or [])
-    _invalidate(ctx, ids, now)
+    _invalidate(ctx, ids, timezone.now())
 
 
 def _forget_empty(rows: list[dict[str, Any]]) -> None:
     """Delete the scope rows (and their summaries) of the erased memories' scopes that hold
     no memory any more, in any state, and the personalized summaries of users and sessions
     that hold none: their keys and identifiers name an erased data subject."""
-    for scope in {scope_of_memory(row["layer"], row) for row in rows}:
+    for scope in scopes_of_memories(rows):
         if not Memory.objects.filter(layer=scope.layer.value, **{
                 IDENTIFIER_FIELDS[name]: value for name, value in scope.identifiers}).exists():
             SummaryScope.objects.filter(layer=scope.layer.value, scope_key=scope.key).delete()
-    for name, column in (("userId", "user_id"), ("sessionId", "session_id")):
+    for name in PERSONAL_IDENTIFIERS.values():
+        column = IDENTIFIER_FIELDS[name]
         for value in {row[column] for row in rows if row.get(column)}:
             if not Memory.objects.filter(**{column: value}).exists():
                 SummaryScope.objects.filter(personal_key=f"{name}={value}").delete()
@@ -186,9 +192,7 @@ def summary_request(ctx: TenantContext, *, scope: ScopeRef, priority: int = Prio
         BudgetExceeded: a model would be called and the budget is spent (nothing queued).
     """
     check_budget(ctx)
-    row, _ = SummaryScope.objects.get_or_create(
-        tenant_id=ctx.tenant_id, layer=scope.layer.value, scope_key=scope.key,
-        personal_key=scope.personal_key, defaults={"identifiers": dict(scope.identifiers)})
+    row = scope_row(ctx, scope)
     queued = row.pending_since is not None and row.priority == Priority.HIGH
     if row.pending_since is None or priority < row.priority:
         SummaryScope.objects.filter(pk=row.pk).update(
