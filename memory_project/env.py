@@ -48,3 +48,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return list(default)
     return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """Return ``name`` (lower-cased) when it is one of ``choices``, ``default`` when unset.
+
+    Raises:
+        ValueError: the value is not one of ``choices`` (the message lists them).
+    """
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ValueError(f"{name}={raw!r} is not one of {', '.join(choices)}")
+    return value

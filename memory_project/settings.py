@@ -12,7 +12,7 @@ from typing import Any
 import dj_database_url
 
 from memory_project import embedded
-from memory_project.env import env_bool, env_float, env_int, env_list, env_str
+from memory_project.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 from memory_project.paths import BASE_DIR, VAR_DIR
 
 DEBUG = env_bool("DEBUG", False)
@@ -287,6 +287,10 @@ AFTER_RESPONSE_IN_BACKGROUND = env_bool("AFTER_RESPONSE_IN_BACKGROUND", True)
 MEMORY_SEARCH_THREADS = env_int("MEMORY_SEARCH_THREADS", 4)
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)
+# The bundled model's runtime: "onnx" (ONNX Runtime, exported once from the packaged weights
+# into EMBEDDING_ONNX_DIR; same vectors, less CPU) or "torch" (sentence-transformers).
+EMBEDDING_RUNTIME = env_choice("EMBEDDING_RUNTIME", "onnx", ("onnx", "torch"))
+EMBEDDING_ONNX_DIR = env_str("EMBEDDING_ONNX_DIR", str(VAR_DIR / "models"))
 # torch's intra-op threads for the model. One: on 2 cores shared with PostgreSQL and other
 # workers, two threads spin against each other (docs/performance.md, "Embeddings").
 # 0: torch decides.

@@ -88,7 +88,16 @@ class SentenceTransformerEmbedder:
 
 
 def _default_embedder() -> Embedder:
-    return configured_embedder() or SentenceTransformerEmbedder()
+    """The configured provider (``EMBEDDING_PROVIDER``), else the bundled model on
+    ``EMBEDDING_RUNTIME``: ``onnx`` (default, ONNX Runtime) or ``torch`` (sentence-transformers)."""
+    remote = configured_embedder()
+    if remote is not None:
+        return remote
+    if settings.EMBEDDING_RUNTIME == "torch":
+        return SentenceTransformerEmbedder()
+    from memories.embedding.onnx_runtime import OnnxEmbedder
+
+    return OnnxEmbedder()
 
 
 _embedder: Embedder = _default_embedder()
