@@ -8,7 +8,7 @@ STAMP := $(VENV)/.requirements-installed
 # the benchmark exercise every adapter, so they install all of them.
 VECTOR_EXTRAS := $(VENV)/.vector-extras-installed
 
-.PHONY: venv run test test-quick lint bench fuzz clean vector-extra
+.PHONY: venv run test test-quick lint bench fuzz clean vector-extra bench-peers
 
 venv: $(STAMP)
 
@@ -58,6 +58,21 @@ lint: venv
 # Figures, not tests: ingest memories/s, REST search p50/p95 at 10k and 100k, LoCoMo recall@k.
 bench: venv $(VECTOR_EXTRAS)
 	$(PY) manage.py bench
+
+# Peers side by side: mem0's open-source library, offline, in its own virtual environment
+# (.venv-peers, so its dependencies never touch .venv), on the same LoCoMo dev data as this
+# service: ingest turns/s, query p50/p95, evidence R@1/5/10 (bench/peers/).
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.requirements-installed
+
+$(PEERS_STAMP): requirements/peers-mem0.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet "torch==$$(sed -n 's/^torch==//p' requirements/peers-mem0.txt)"
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r requirements/peers-mem0.txt
+	touch $(PEERS_STAMP)
+
+bench-peers: venv $(PEERS_STAMP)
+	$(PY) manage.py bench_peers
 
 clean:
 	rm -rf $(VENV)
