@@ -29,6 +29,7 @@ from memory_project.errors import (
     MemoryServiceError,
     VersionConflict,
 )
+from tenants import config_cache
 from tenants.audit import owned_or_not_found
 from tenants.context import TenantContext
 from tenants.layers import LayerIdentifiers, parse_layer, require_identifiers
@@ -191,6 +192,21 @@ def _build(ctx: TenantContext, item: MemoryInput, operation: str,
     )
 
 
+def _built(ctx: TenantContext, items: list[MemoryInput], operation: str,
+           enforce_policies: bool) -> list[Memory]:
+    memories: list[Memory] = []
+    policies = policies_in_force(ctx) if enforce_policies else None
+    for index, item in enumerate(items):
+        try:
+            memories.append(_build(ctx, item, operation, policies))
+        except MemoryServiceError as err:
+            err.operation = err.operation or operation
+            if len(items) > 1:
+                err.details = {**err.details, "index": index}
+            raise
+    return memories
+
+
 def memory_bulk_add(ctx: TenantContext, *, items: list[MemoryInput],
                     enforce_policies: bool = True) -> list[AddResult]:
     """Add many memories in one transaction with one batched embedding call.
@@ -211,17 +227,9 @@ def memory_bulk_add(ctx: TenantContext, *, items: list[MemoryInput],
         raise InvalidInput(
             f"At most {settings.MEMORY_MAX_BULK_ITEMS} memories per request.", operation=operation
         )
-    memories: list[Memory] = []
-    policies = policies_in_force(ctx) if enforce_policies else None
-    for index, item in enumerate(items):
-        try:
-            memories.append(_build(ctx, item, operation, policies))
-        except MemoryServiceError as err:
-            err.operation = err.operation or operation
-            if len(items) > 1:
-                err.details = {**err.details, "index": index}
-            raise
-    vectors = embed_texts(ctx.tenant_id, [m.content for m in memories])
+    with config_cache.pinned():  # one read of the tenant's configuration, not one per item
+        memories = _built(ctx, items, operation, enforce_policies)
+        vectors = embed_texts(ctx.tenant_id, [m.content for m in memories])
     now = timezone.now()
     for memory, (vector, _) in zip(memories, vectors, strict=True):
         memory.embedding = vector
