@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -323,7 +324,9 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         body = SearchRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         ctx = require_context()
+        started = time.perf_counter()
         found = memory_search(ctx, body.to_request(), concurrent=True)
+        searched_ms = (time.perf_counter() - started) * 1000
         references.memory_references_record_after_response(
             ctx, memory_ids=[c.memory.pk for c in found.results])
         response = Response({
@@ -334,7 +337,8 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
             "searchedLayers": [layer.value for layer in found.searched_layers],
         })
         response["Server-Timing"] = ", ".join(
-            f"{name};dur={ms:.2f}" for name, ms in found.timings_ms.items()
+            f"{name};dur={ms:.2f}"
+            for name, ms in {**found.timings_ms, "search": searched_ms}.items()
         )
         return response
 
