@@ -270,3 +270,19 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: st
         if len(scored) >= limit or index == len(queries) - 1:
             return scored
     return []
+
+
+def bm25_of(base: QuerySet[Memory], query: str, ids: list[Any]) -> dict[Any, float]:
+    """``{id: BM25}`` of the memories ``ids`` of ``base`` for ``query`` (the same statistics
+    as :func:`bm25`, so the scores compare with its list; a memory holding no query term is
+    absent). One query; used for the neighbours of hybrid search's candidates."""
+    lexemes = query_lexemes(query)
+    if not ids or not lexemes:
+        return {}
+    stats = partition_stats(base, lexemes)
+    present = [lex for lex in lexemes if stats.df.get(lex)]
+    if not present:
+        return {}
+    idfs = [_idf(stats.size, stats.df[lex]) for lex in present]
+    scored = _score(base.filter(pk__in=ids), present, idfs, stats, len(ids))
+    return {pk: score for pk, score in scored if score > 0}

@@ -5,10 +5,11 @@ Per layer the caller can reach:
 - semantic: pgvector cosine distance over the HNSW index, top ``limit``, cosine similarity
   ≥ ``threshold`` (default 0.7, seed 001); see ``memories.retrieval.semantic``.
 - keyword: Okapi BM25 over the generated ``search_vector`` (see ``memories.retrieval.keyword``).
-- hybrid (default): Reciprocal Rank Fusion of the two lists, ``Σ 1/(k + rank)`` with
-  ``k = 60``; a memory missing from a list takes rank ``limit + 1`` there (seed 002; Cormack,
-  Clarke & Büttcher, SIGIR 2009). The threshold applies to the semantic list only: a keyword
-  match is lexical evidence of its own.
+- hybrid (default): both lists, read ``POOL_DEPTH`` deep, widened by the neighbours of the
+  best keyword matches and ordered by a learned reranker (``memories.retrieval.fusion``);
+  each result still carries seed 002's RRF, ``Σ 1/(k + rank)``, ``k = 60``, a missing rank
+  counting ``limit + 1``. ``fusion="rrf"`` orders by that RRF instead. The threshold applies
+  to the semantic list only: a keyword match is lexical evidence of its own.
 - graph expansion (``graph_hops`` 1..3, hybrid only): a third list in the fusion — the
   memories the knowledge graph links to the entities the query names, within that many hops
   (``memories.retrieval.expansion``), ordered by cosine similarity to the query.
@@ -40,6 +41,8 @@ from memories.restrictions import allowed_layers_of, check_layer
 from memories.retrieval.concurrency import run_concurrently
 from memories.retrieval.expansion import MAX_HOPS, expanded_ids
 from memories.retrieval.filters import MetadataFilter
+from memories.retrieval.fusion import POOL_DEPTH, RRF_K, reranked, rrf
+from memories.retrieval.hits import SearchHit, order_within_layer
 from memories.retrieval.keyword import bm25
 from memories.retrieval.partition import (
     layer_queryset,
@@ -57,7 +60,6 @@ from tenants.context import TenantContext
 from tenants.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
 from tenants.tenant_settings import section
 
-RRF_K = 60
 DEDUP_SIMILARITY = 0.95
 MAX_LIMIT = 100
 
@@ -68,6 +70,14 @@ class Mode(StrEnum):
     SEMANTIC = "semantic"
     KEYWORD = "keyword"
     HYBRID = "hybrid"
+
+
+class Fusion(StrEnum):
+    """How hybrid orders its candidates: the reranker (default, ``memories.retrieval.fusion``)
+    or seed 002's plain RRF (for comparison; graph expansion always fuses by RRF)."""
+
+    RERANK = "rerank"
+    RRF = "rrf"
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,19 @@ class SearchRequest:
     mode: str = Mode.HYBRID
     scope: str | None = None
     graph_hops: int = 0
+    fusion: str = Fusion.RERANK
+
+    @property
+    def reranks(self) -> bool:
+        """Whether hybrid's reranker orders this search (hybrid, no graph expansion)."""
+        return (self.mode == Mode.HYBRID and self.fusion == Fusion.RERANK
+                and not self.graph_hops)
+
+    @property
+    def depth(self) -> int:
+        """How deep each ranked list is read: ``limit``, or at least ``POOL_DEPTH`` for the
+        reranker."""
+        return max(self.limit, POOL_DEPTH) if self.reranks else self.limit
 
     def validated_query(self) -> str:
         """Check the request; returns its query, stripped as ``validate_query`` does.
@@ -104,6 +127,8 @@ class SearchRequest:
                 f"Unknown mode {self.mode!r}.", operation="memory.search",
                 details={"allowed": [m.value for m in Mode]},
             )
+        if self.fusion not in Fusion.__members__.values():
+            raise InvalidInput(f"Unknown fusion {self.fusion!r}.", operation="memory.search")
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise InvalidInput("threshold must be within [0, 1].", operation="memory.search")
         if (isinstance(self.graph_hops, bool) or not isinstance(self.graph_hops, int)
@@ -115,21 +140,6 @@ class SearchRequest:
             raise InvalidInput("graphHops needs the hybrid mode.", operation="memory.search",
                                details={"field": "graphHops"})
         return query
-
-
-@dataclass
-class SearchHit:
-    """One memory with the parts of its score."""
-
-    memory: Memory
-    layer: Layer
-    similarity: float | None = None
-    semantic_rank: int | None = None
-    keyword_score: float | None = None
-    keyword_rank: int | None = None
-    graph_rank: int | None = None
-    rrf: float | None = None
-    score: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -218,15 +228,14 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
         if vector is not None and cand.similarity is None:
             cand.similarity = 1.0 - float(cast(Any, cand.memory).distance)
         if mode == Mode.HYBRID:
-            cand.rrf = 1.0 / (RRF_K + (cand.semantic_rank or missing)) + 1.0 / (
-                RRF_K + (cand.keyword_rank or missing)
-            ) + (1.0 / (RRF_K + (cand.graph_rank or missing)) if graph is not None else 0.0)
+            cand.rrf = rrf(cand.semantic_rank, cand.keyword_rank, limit) + (
+                1.0 / (RRF_K + (cand.graph_rank or missing)) if graph is not None else 0.0)
             cand.score = cand.rrf
         elif mode == Mode.SEMANTIC:
             cand.score = cand.similarity or 0.0
         else:
             cand.score = cand.keyword_score or 0.0
-    return sorted(by_id.values(), key=_order_within_layer)
+    return sorted(by_id.values(), key=order_within_layer)
 
 
 def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarray | None,
@@ -236,7 +245,7 @@ def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarra
     mode has no such list (no job is started for it). ``partition_lexeme``: the layer scope's
     lexeme (``partition.partition_lexeme``): the keyword list narrows ``base`` by it (one GIN scan
     per term) and reads its postings."""
-    mode, limit = request.mode, request.limit
+    mode, limit = request.mode, request.depth
     semantic: Callable[[], list[Memory]] | None = None
     keyword: Callable[[], list[Memory]] | None = None
     if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
@@ -269,11 +278,6 @@ def graph_list(base: QuerySet[Memory], linked: list[Any], vector: np.ndarray,
                 .order_by("distance", "pk")[:limit])
 
 
-def _order_within_layer(cand: SearchHit) -> tuple[float, float, str]:
-    created = cand.memory.created_at.timestamp()
-    return (-cand.score, -created, str(cand.memory.pk))
-
-
 _NEAR_DUPLICATES_SQL = """
 SELECT a.id, b.id FROM memories_memory a JOIN memories_memory b ON a.id < b.id
 WHERE a.id = ANY(%s) AND b.id = ANY(%s) AND a.layer <> b.layer
@@ -295,7 +299,7 @@ def near_duplicates(candidates: list[SearchHit]) -> set[frozenset[Any]]:
 def merge_by_precedence(candidates: list[SearchHit]) -> list[SearchHit]:
     """Sort by layer precedence then score, and drop near-duplicates (cosine ≥ 0.95) of a
     result already kept from a higher-precedence layer (seed 001 ``mergeSearchResults``)."""
-    ordered = sorted(candidates, key=lambda c: (PRECEDENCE[c.layer], *_order_within_layer(c)))
+    ordered = sorted(candidates, key=lambda c: (PRECEDENCE[c.layer], *order_within_layer(c)))
     pairs = near_duplicates(ordered)
     kept: list[SearchHit] = []
     for cand in ordered:
@@ -357,13 +361,14 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
     vector = embed_query(ctx.tenant_id, query) if request.mode != Mode.KEYWORD else None
     embedded = time.perf_counter()
     planned: list[Callable[[], list[Memory]] | None] = []
+    narrowed: dict[Layer, tuple[QuerySet[Memory], str]] = {}
     for layer, base in bases:
         if layer not in populated:  # an empty layer: no job for its lists
             planned.extend((None, None))
             continue
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
-        planned.extend(_list_jobs(scoped, request, vector, threshold,
-                                  partition_lexeme(ctx.tenant_id, layer, identifiers)))
+        narrowed[layer] = (scoped, partition_lexeme(ctx.tenant_id, layer, identifiers))
+        planned.extend(_list_jobs(scoped, request, vector, threshold, narrowed[layer][1]))
     done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
     lists = [next(done) if job else [] for job in planned]
     linked = expanded_ids(ctx, query, request.graph_hops) if vector is not None else []
@@ -372,8 +377,13 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
     for index, (layer, _) in enumerate(bases):
         graph = (graph_list(bases[index][1], linked, vector, request.limit)
                  if request.graph_hops and vector is not None else None)
-        found = _fuse(layer, request.mode, request.limit, vector,
-                      lists[2 * index], lists[2 * index + 1], graph)
+        if request.reranks and vector is not None and layer in narrowed:
+            scoped, lexeme = narrowed[layer]
+            found = reranked(layer, query, scoped, scoped.filter(partition_is(lexeme)), vector,
+                             request.limit, lists[2 * index], lists[2 * index + 1])
+        else:
+            found = _fuse(layer, request.mode, request.limit, vector,
+                          lists[2 * index], lists[2 * index + 1], graph)
         total += len(found)
         candidates.extend(found[: request.limit])
     ranked = time.perf_counter()

@@ -21,7 +21,8 @@ from tqdm import tqdm
 from bench.locomo import CATEGORY_NAMES, cited_turns, load_samples, questions, recall_at_k
 from memories.models import Memory
 from memories.retrieval.recall import RecallRequest, memory_recall
-from memories.retrieval.search import Mode, SearchRequest, memory_search
+from memories.retrieval.rerank import load_reranker, using_reranker
+from memories.retrieval.search import Fusion, Mode, SearchRequest, memory_search
 from memory_project.errors import MemoryServiceError
 from tenants.context import TenantContext
 from tenants.entry import tenant_job
@@ -33,7 +34,8 @@ MODES = ("semantic", "keyword", "hybrid", "recall")
 
 
 def retrieve(ctx: TenantContext, mode: str, sample_id: str, question: str, k: int,
-             threshold: float | None = None, graph_hops: int = 0) -> list[Any]:
+             threshold: float | None = None, graph_hops: int = 0,
+             fusion: str = Fusion.RERANK) -> list[Any]:
     """The first ``k`` memories for ``question`` in the conversation ``sample_id``."""
     identifiers = LayerIdentifiers(projectId=sample_id)
     if mode == "recall":
@@ -44,17 +46,25 @@ def retrieve(ctx: TenantContext, mode: str, sample_id: str, question: str, k: in
         return [r.candidate.memory for r in recalled]
     found = memory_search(ctx, SearchRequest(
         query=question, identifiers=identifiers, layers=("project",), limit=k, threshold=threshold,
-        mode=Mode(mode), graph_hops=graph_hops,
+        mode=Mode(mode), graph_hops=graph_hops, fusion=fusion,
     ))
     return [c.memory for c in found.results]
 
 
 def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
              progress: Any = None, threshold: float | None = None,
-             graph_hops: int = 0) -> dict[str, Any]:
+             graph_hops: int = 0, fold: tuple[str, ...] = (), fusion: str = Fusion.RERANK,
+             reranker: Path | None = None) -> dict[str, Any]:
     """Run the evaluation; returns ``{"mode", "k", "questions", "recall": {category: {k: r}},
-    "latency_ms": {"p50", "p95"}}``."""
-    samples = load_samples(path)
+    "latency_ms": {"p50", "p95"}}``. ``fold``: ask only the questions of these sample ids;
+    ``fusion``: hybrid's ordering; ``reranker``: a weights file in place of the shipped one
+    (``train_reranker --out``)."""
+    if reranker is not None:
+        with using_reranker(load_reranker(reranker)):
+            return evaluate(ctx, path, mode, ks, progress, threshold, graph_hops, fold, fusion)
+    samples = [s for s in load_samples(path) if not fold or s["sample_id"] in fold]
+    if not samples:
+        raise CommandError(f"No conversation {', '.join(fold)} in {path}.")
     asked = [q for s in samples for q in questions(s)]
     scores: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     latencies: list[float] = []
@@ -68,7 +78,8 @@ def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
             raise CommandError(f"Import first: no memories for {', '.join(missing)}.")
         for q in bar:
             start = time.perf_counter()
-            memories = retrieve(ctx, mode, q.sample_id, q.question, depth, threshold, graph_hops)
+            memories = retrieve(ctx, mode, q.sample_id, q.question, depth, threshold, graph_hops,
+                                fusion)
             latencies.append((time.perf_counter() - start) * 1000)
             retrieved = [cited_turns(m.metadata or {}) for m in memories]
             for k in ks:
@@ -79,6 +90,8 @@ def evaluate(ctx: TenantContext, path: Path, mode: str, ks: list[int],
         "mode": mode,
         "graph_hops": graph_hops,
         "threshold": threshold,
+        "fusion": fusion if mode == "hybrid" and not graph_hops else None,
+        "fold": list(fold),
         "k": ks,
         "questions": len(asked),
         "recall": {
@@ -109,6 +122,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--graph-hops", type=int, default=0, choices=range(4),
                             help="graph expansion of hybrid search (0: off)")
+        parser.add_argument("--fold", default="",
+                            help="comma-separated sample ids: ask only their questions")
+        parser.add_argument("--fusion", default=Fusion.RERANK, choices=[f.value for f in Fusion],
+                            help="hybrid's ordering: the reranker (default) or plain RRF")
+        parser.add_argument("--reranker", type=Path, default=None,
+                            help="reranker weights to use instead of the shipped ones")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -122,15 +141,20 @@ class Command(BaseCommand):
             report = evaluate(ctx, options["file"], options["mode"], ks,
                               progress=None if options["json"] else self.stderr._out,
                               threshold=options["threshold"],
-                              graph_hops=options["graph_hops"])
+                              graph_hops=options["graph_hops"],
+                              fold=tuple(x for x in options["fold"].split(",") if x.strip()),
+                              fusion=options["fusion"], reranker=options["reranker"])
         except MemoryServiceError as err:
             raise CommandError(err.message) from None
         if options["json"]:
             self.stdout.write(json.dumps(report))
             return
         hops = f" graph_hops={report['graph_hops']}" if report["graph_hops"] else ""
-        self.stdout.write(f"mode={report['mode']}{hops} threshold={report['threshold']} "
-                          f"questions={report['questions']}")
+        fusion = (f" fusion={report['fusion']}"
+                  if report["fusion"] and report["fusion"] != Fusion.RERANK else "")
+        fold = f" fold={','.join(report['fold'])}" if report["fold"] else ""
+        self.stdout.write(f"mode={report['mode']}{hops}{fusion}{fold} "
+                          f"threshold={report['threshold']} questions={report['questions']}")
         header = "category".ljust(12) + "".join(f"R@{k}".rjust(8) for k in ks) + "      n"
         self.stdout.write(header)
         order = [*CATEGORY_NAMES.values(), "overall"]

@@ -94,6 +94,11 @@ class SearchRequestSerializer(_RetrievalSerializer):
         help_text="graph expansion (hybrid only): memories the knowledge graph links to the "
                   "entities the query names, within this many hops, fused as a third list; "
                   "0 (default) turns it off")
+    fusion = serializers.ChoiceField(
+        choices=["rerank", "rrf"], required=False, default="rerank",
+        help_text="how hybrid orders its candidates: rerank (default; the learned reranker, "
+                  "``score`` is its probability) or rrf (seed 002's reciprocal rank fusion, "
+                  "``score`` = ``rrf``); graph expansion always fuses by RRF")
     includeSuperseded = StrictBooleanField(
         required=False, default=False,
         help_text="add to each result the memories it superseded (``superseded``, newest "
@@ -102,7 +107,8 @@ class SearchRequestSerializer(_RetrievalSerializer):
     def to_request(self) -> SearchRequest:
         data = self.validated_data
         return SearchRequest(query=data["query"], threshold=data.get("threshold"),
-                             mode=data["mode"], graph_hops=data["graphHops"], **self._common())
+                             mode=data["mode"], graph_hops=data["graphHops"],
+                             fusion=data["fusion"], **self._common())
 
 
 class RecallRequestSerializer(_RetrievalSerializer):

@@ -1,0 +1,35 @@
+"""One search result with the parts of its score (shared by search, fusion and recall)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memories.models import Memory
+from tenants.layers import Layer
+
+
+@dataclass
+class SearchHit:
+    """One memory with the parts of its score.
+
+    ``similarity``: cosine similarity to the query in [-1, 1]; ``semantic_rank`` /
+    ``keyword_rank``: 1-based positions in the semantic and keyword lists (``None``: not in
+    that list); ``keyword_score``: BM25; ``rrf``: the seed 002 reciprocal rank fusion of the two
+    ranks (hybrid only); ``score``: what the layer is ordered by (cosine, BM25, or for hybrid
+    the reranker's probability, ``memories.retrieval.rerank``).
+    """
+
+    memory: Memory
+    layer: Layer
+    similarity: float | None = None
+    semantic_rank: int | None = None
+    keyword_score: float | None = None
+    keyword_rank: int | None = None
+    graph_rank: int | None = None
+    rrf: float | None = None
+    score: float = 0.0
+
+
+def order_within_layer(hit: SearchHit) -> tuple[float, float, str]:
+    """Sort key of a layer's results: score descending, then newest first, then id."""
+    return (-hit.score, -hit.memory.created_at.timestamp(), str(hit.memory.pk))
