@@ -11,6 +11,8 @@ row-level security: the trigger writes as the caller.
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from django.db import migrations
 
 FORWARD = """
@@ -50,33 +52,13 @@ CREATE TRIGGER memory_term_impacts_insert
     FOR EACH STATEMENT EXECUTE FUNCTION memory_term_impacts_insert();
 """
 
+#: Back to migration 0012's row-level trigger: its own SQL (CREATE OR REPLACE of the functions,
+#: then the trigger), once this migration's triggers are gone.
 BACKWARD = """
 DROP TRIGGER IF EXISTS memory_term_impacts_insert ON memories_memory;
 DROP FUNCTION IF EXISTS memory_term_impacts_insert();
-CREATE OR REPLACE FUNCTION memory_term_impacts_sync() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.term_frequencies IS NOT DISTINCT FROM OLD.term_frequencies
-            AND NEW.scope_key IS NOT DISTINCT FROM OLD.scope_key THEN
-        RETURN NULL;
-    END IF;
-    IF TG_OP <> 'INSERT' THEN
-        DELETE FROM memories_termimpact WHERE memory_id = OLD.id;
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
-        INSERT INTO memories_termimpact (memory_id, lexeme, tenant_id, scope, impact)
-        SELECT NEW.id, f.key, NEW.tenant_id, memory_scope_hash(NEW.scope_key),
-               memory_term_impact(f.value::float8, length(NEW.search_vector))
-        FROM jsonb_each_text(NEW.term_frequencies) AS f;
-    END IF;
-    RETURN NULL;
-END
-$$;
 DROP TRIGGER memory_term_impacts_sync ON memories_memory;
-CREATE TRIGGER memory_term_impacts_sync
-    AFTER INSERT OR DELETE OR UPDATE OF term_frequencies, scope_key ON memories_memory
-    FOR EACH ROW EXECUTE FUNCTION memory_term_impacts_sync();
-"""
+""" + import_module("memories.migrations.0012_term_impacts").FUNCTIONS
 
 
 class Migration(migrations.Migration):

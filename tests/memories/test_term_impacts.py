@@ -15,7 +15,7 @@ from memories.retrieval import keyword
 from memories.retrieval.keyword import PartitionStats, champion_term, scope_hash
 from memories.retrieval.partition import partition_lexeme
 from memories.services.deletion import memory_delete, memory_erase_by_identifiers
-from memories.services.memory import memory_update
+from memories.services.memory import MemoryInput, memory_bulk_add, memory_update
 from tenants.context import tenant_scope
 from tenants.layers import Layer, LayerIdentifiers
 from tests.retrieval_helpers import searched
@@ -40,6 +40,23 @@ def test_adding_a_memory_writes_one_posting_per_lexeme_with_its_scope_and_impact
     # tf 2 for "paint", 4 lexemes: 2 / (2 + 1.2 * (0.25 + 0.75 * 4 / 30))
     assert rows["paint"].impact == pytest.approx(2 / (2 + 1.2 * (0.25 + 0.75 * 4 / 30)))
     assert rows["paint"].impact > rows["lake"].impact
+
+
+def test_one_bulk_insert_writes_the_postings_of_every_memory_in_one_statement(
+        tenant_a) -> None:
+    texts = ["Melanie paints sunsets", "Caroline paints lakes", "Jon teaches dance"]
+    with tenant_scope(tenant_a.ctx), CaptureQueriesContext(connection) as queries:
+        added = memory_bulk_add(tenant_a.ctx, items=[
+            MemoryInput(content=text, layer="user", identifiers=USER) for text in texts])
+    inserts = [q["sql"] for q in queries.captured_queries
+               if q["sql"].startswith('INSERT INTO "memories_memory"')]
+    assert len(inserts) == 1  # the statement-level trigger saw all three rows at once
+    expected = [{"melani", "paint", "sunset"}, {"carolin", "paint", "lake"},
+                {"jon", "teach", "danc"}]
+    for result, lexemes in zip(added, expected, strict=True):
+        rows = postings(tenant_a, result.memory.pk)
+        assert set(rows) == lexemes
+        assert {p.tenant_id for p in rows.values()} == {tenant_a.ctx.tenant_id}
 
 
 def test_scope_hash_matches_the_sql_function_for_every_sign() -> None:
