@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
 
 from bench.commands import locomo_input
 from bench.locomo import questions
@@ -42,7 +43,8 @@ class Command(BaseCommand):
             raise CommandError(f"No conversation {', '.join(wanted)} in {options['file']}.")
         asked = [q for s in chosen for q in questions(s)]
         with tenant_job(ctx):
-            examples = collect(ctx, asked)
+            examples = collect(ctx, tqdm(asked, desc="questions", unit="q",
+                                         file=self.stderr._out))
         ids = [str(s["sample_id"]) for s in chosen]
         try:
             reranker = fit(examples, options["l2"],
