@@ -25,15 +25,27 @@ BENCH_DATABASE = "memory_bench"
 POOL_TENANT = "bench-pool"
 BENCH_PROJECT = "bench"
 
+#: Pairs of distinct turns (788 turns: 620,156 pairs), or, beyond them, triples: each pair
+#: with a third turn picked by a hash of the pair (another 620,156), for tenants of a million.
+_PAIRS = """
+    SELECT a.content || ' ' || b.content AS content, a.embedding + b.embedding AS embedding,
+           md5(a.n::text || ':' || b.n::text || %(seed)s) AS shuffle
+    FROM pool a JOIN pool b ON a.n <> b.n
+"""
+_TRIPLES = """
+    SELECT a.content || ' ' || b.content || ' ' || c.content AS content,
+           a.embedding + b.embedding + c.embedding AS embedding,
+           md5(a.n::text || ':' || b.n::text || ':3' || %(seed)s) AS shuffle
+    FROM pool a JOIN pool b ON a.n <> b.n
+    JOIN pool c ON c.n = 1 + (a.n * 31 + b.n * 17) %% (SELECT count(*) FROM pool)
+"""
 _FILL_SQL = """
 WITH pool AS (
     SELECT content, embedding, row_number() OVER (ORDER BY id) AS n
     FROM memories_memory WHERE tenant_id = %(pool)s
 ), pairs AS (
-    SELECT a.content || ' ' || b.content AS content, a.embedding + b.embedding AS embedding
-    FROM pool a JOIN pool b ON a.n <> b.n
-    ORDER BY md5(a.n::text || ':' || b.n::text || %(seed)s)
-    LIMIT %(count)s
+    SELECT content, embedding FROM ({combos}) AS combos ORDER BY shuffle
+    OFFSET %(offset)s LIMIT %(count)s
 )
 INSERT INTO memories_memory (
     id, tenant_id, content, content_hash, layer, project_id, company_id, metadata,
@@ -87,7 +99,8 @@ def ensure_pool(locomo_file: Path) -> Tenant:
 
 
 def fill(tenant: Tenant, pool: Tenant, count: int, seed: str) -> int:
-    """Give ``tenant`` ``count`` project-layer memories made of turn pairs; returns the total."""
+    """Give ``tenant`` ``count`` project-layer memories made of turn pairs (then triples, past
+    the pairs a pool holds); returns the total."""
     have = count_project(tenant, BENCH_PROJECT)
     if have >= count:
         return have
@@ -95,13 +108,25 @@ def fill(tenant: Tenant, pool: Tenant, count: int, seed: str) -> int:
         # The pool's rows are another tenant's: a platform-level copy, for the bench only, on
         # the owner's connection (its role is a member of memory_platform, which row-level
         # security lets through).
-        cursor.execute(_FILL_SQL, {
-            "pool": str(pool.id), "seed": seed,
-            "count": count - have, "tenant": str(tenant.id), "project": BENCH_PROJECT,
-            "company": tenant.slug,
-        })
+        turns = _pool_size(pool)
+        per_kind = turns * (turns - 1)  # pairs, then as many triples
+        for index, combos in enumerate((_PAIRS, _TRIPLES)):
+            offset = have - index * per_kind  # the ones of this kind a former fill made
+            if have >= count or offset >= per_kind:
+                continue
+            cursor.execute(_FILL_SQL.replace("{combos}", combos), {
+                "pool": str(pool.id), "seed": seed, "offset": max(0, offset),
+                "count": count - have, "tenant": str(tenant.id), "project": BENCH_PROJECT,
+                "company": tenant.slug,
+            })
+            have += cursor.rowcount
     vacuum()  # statistics, and the postings' pages all-visible for index-only scans
     return count_project(tenant, BENCH_PROJECT)
+
+
+def _pool_size(pool: Tenant) -> int:
+    with tenant_job(pool, "bench"):
+        return Memory.objects.count()
 
 
 def vacuum() -> None:
