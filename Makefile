@@ -61,7 +61,7 @@ bench: venv $(VECTOR_EXTRAS)
 	$(PY) manage.py bench
 
 # The same search figures at a million memories in one tenant (beside nine tenants of 10k):
-# the first run fills the bench database and builds its HNSW index (about 40 minutes on 2
+# the first run fills the bench database and builds its HNSW index (about 30 minutes on 2
 # cores), later runs reuse them.
 bench-large: venv $(VECTOR_EXTRAS)
 	$(PY) manage.py bench --large 1000000 --parts search
