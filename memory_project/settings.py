@@ -286,8 +286,7 @@ AFTER_RESPONSE_IN_BACKGROUND = env_bool("AFTER_RESPONSE_IN_BACKGROUND", True)
 # time (memories.retrieval.concurrency); below 2, they run one after another.
 MEMORY_SEARCH_THREADS = env_int("MEMORY_SEARCH_THREADS", 4)
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
-# Texts per forward pass, after sorting a call's texts by length: every text of a batch is
-# padded to its longest, so small batches waste little (docs/performance.md "Embeddings").
+# Texts per forward pass, sorted by length: a batch pads to its longest (performance.md).
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 8)
 # The bundled model's runtime: "onnx" (ONNX Runtime, exported once from the packaged weights
 # into EMBEDDING_ONNX_DIR; same vectors, less CPU) or "torch" (sentence-transformers).
