@@ -148,7 +148,7 @@ class Command(BaseCommand):
             return
         self.say(f"LoCoMo dev: {len(samples)} conversations, {n_turns} turns, {n_questions} "
                  f"questions (categories 1-4), top {max(KS)} per question; "
-                 f"{os.cpu_count()} cores shared with other work: figures are indicative")
+                 f"{os.cpu_count()} cores (steal and load in the last column)")
         self.say()
         for line in summary_table(systems, tuple(KS)):
             self.say(line)
@@ -189,8 +189,9 @@ class Command(BaseCommand):
 
     def _notes(self, systems: list[dict[str, Any]], threads: int) -> list[str]:
         notes = [
-            "How each was run (one process at a time, torch on "
-            f"{threads or 'its default number of'} thread(s), model all-MiniLM-L6-v2 for both):",
+            "How each was run (one process at a time, the embedding model on "
+            f"{threads or 'its default number of'} thread(s), all-MiniLM-L6-v2 for both; this "
+            f"service on {settings.EMBEDDING_RUNTIME}, mem0 on torch):",
             "- this service: import_locomo (memory_bulk_add, 64 turns per batch, one memory per "
             "turn with its dia_id) into the emptied bench-peers tenant of the bench database; "
             "eval_locomo's hybrid search, in-process, no HTTP.",
