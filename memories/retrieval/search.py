@@ -42,7 +42,7 @@ from memories.retrieval.concurrency import run_concurrently
 from memories.retrieval.expansion import MAX_HOPS, expanded_ids
 from memories.retrieval.filters import MetadataFilter
 from memories.retrieval.fusion import POOL_DEPTH, RRF_K, reranked, rrf
-from memories.retrieval.hits import SearchHit, order_within_layer
+from memories.retrieval.hits import SearchHit, order_within_layer, similarity_of
 from memories.retrieval.keyword import bm25
 from memories.retrieval.partition import (
     layer_queryset,
@@ -226,7 +226,7 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
     missing = limit + 1
     for cand in by_id.values():
         if vector is not None and cand.similarity is None:
-            cand.similarity = 1.0 - float(cast(Any, cand.memory).distance)
+            cand.similarity = similarity_of(cand.memory)
         if mode == Mode.HYBRID:
             cand.rrf = rrf(cand.semantic_rank, cand.keyword_rank, limit) + (
                 1.0 / (RRF_K + (cand.graph_rank or missing)) if graph is not None else 0.0)
