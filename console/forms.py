@@ -54,8 +54,12 @@ class SearchForm(forms.Form):
 
 
 class MemoryEditForm(forms.Form):
-    """Metadata (a JSON object, replaced whole) and the scalar fields of a memory."""
+    """Content, metadata (a JSON object, replaced whole) and the scalar fields of a memory.
+    New content is checked by the tenant's policies and re-embedded when saved; a form
+    without a ``content`` field leaves the content as it is."""
 
+    content = forms.CharField(required=False, strip=False,
+                              widget=forms.Textarea(attrs={"rows": 4}))
     metadata = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 6}))
     kind = forms.ChoiceField(choices=Kind.choices)
     scope = forms.CharField(max_length=100)
@@ -64,6 +68,15 @@ class MemoryEditForm(forms.Form):
     sensitive = forms.BooleanField(required=False)
     private = forms.BooleanField(required=False)
     version = forms.IntegerField(widget=forms.HiddenInput)
+
+    def clean_content(self) -> str | None:
+        """The new content, or ``None`` when the form did not send the field."""
+        if "content" not in self.data:
+            return None
+        value = self.cleaned_data.get("content") or ""
+        if not value.strip():
+            raise forms.ValidationError("Content cannot be empty: delete the memory instead.")
+        return value
 
     def clean_metadata(self) -> dict[str, Any]:
         value = self.cleaned_data.get("metadata") or {}

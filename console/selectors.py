@@ -1,91 +1,28 @@
-"""Reads of the console: the dashboard's figures for the tenant in scope."""
+"""Reads of the console: the dashboard's figures for the tenant in scope (built in
+:mod:`console.dashboard`, re-exported here), the platform admins' tenant counts and the
+status of API keys on the Settings page. (Console users: :mod:`console.users`.)"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count
-from django.db.models.functions import TruncHour
-from django.utils import timezone
 
+from console.dashboard import RANGES as RANGES
+from console.dashboard import WRITE_ACTIONS as WRITE_ACTIONS
+from console.dashboard import Dashboard as Dashboard
+from console.dashboard import TimeRange as TimeRange
+from console.dashboard import dashboard_get as dashboard_get
+from console.dashboard import time_range_parse as time_range_parse
 from console.models import ConsoleMembership
-from governance.models import ReviewItem, ReviewKind, ReviewStatus
-from memories.models import HistoryAction, Kind, Memory, MemoryHistory, State
-from memories.selectors.activity import activity_per_hour
+from governance.models import ReviewItem, ReviewStatus
+from memories.models import Memory, State
 from memory_project.errors import ConfigurationError
-from tenants.context import TenantContext, dangerously_cross_tenant
-from tenants.layers import Layer
+from tenants.context import dangerously_cross_tenant
 from tenants.models import ApiKey
-
-#: History actions that count as writes on the dashboard.
-WRITE_ACTIONS = (HistoryAction.ADD, HistoryAction.UPDATE, HistoryAction.DELETE,
-                 HistoryAction.RESTORE)
-
-
-@dataclass(frozen=True)
-class Dashboard:
-    """The figures of one tenant's dashboard.
-
-    ``by_layer``/``by_kind``/``by_state``: memory counts (every layer, kind and state listed,
-    zeros included). ``hours``: the last 24 hour starts (UTC, oldest first) with ``writes``,
-    ``searches`` and ``recalls`` per hour. ``blocked_promotions``/``pending_reviews``: review
-    items waiting.
-    """
-
-    by_layer: dict[str, int]
-    by_kind: dict[str, int]
-    by_state: dict[str, int]
-    hours: list[datetime]
-    writes: list[int]
-    searches: list[int]
-    recalls: list[int]
-    blocked_promotions: int
-    pending_reviews: int
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_state.values())
-
-    def chart_data(self) -> dict[str, Any]:
-        """The figures as JSON for the charts."""
-        return {
-            "layers": self.by_layer, "kinds": self.by_kind, "states": self.by_state,
-            "hours": [h.strftime("%H:00") for h in self.hours],
-            "writes": self.writes, "searches": self.searches, "recalls": self.recalls,
-        }
-
-
-def _counts(field: str, names: list[str]) -> dict[str, int]:
-    found = dict(Memory.objects.values_list(field).annotate(n=Count("pk")).order_by())
-    return {name: int(found.get(name, 0)) for name in names}
-
-
-def dashboard_get(ctx: TenantContext, *, hours: int = 24) -> Dashboard:
-    """The dashboard of ``ctx``'s tenant (every memory state counted, deleted included)."""
-    now = timezone.now().replace(minute=0, second=0, microsecond=0)
-    since = now - timedelta(hours=hours - 1)
-    per_hour = dict(
-        MemoryHistory.objects.filter(created_at__gte=since, action__in=WRITE_ACTIONS)
-        .annotate(hour=TruncHour("created_at")).values_list("hour")
-        .annotate(n=Count("pk")).order_by()
-    )
-    searches = activity_per_hour(ctx.tenant_id, "search", hours=hours)
-    recalls = activity_per_hour(ctx.tenant_id, "recall", hours=hours)
-    slots = [hour for hour, _ in searches]
-    pending = ReviewItem.objects.filter(status=ReviewStatus.PENDING)
-    return Dashboard(
-        by_layer=_counts("layer", [x.value for x in Layer]),
-        by_kind=_counts("kind", list(Kind.values)),
-        by_state=_counts("state", list(State.values)),
-        hours=slots,
-        writes=[int(per_hour.get(h, 0)) for h in slots],
-        searches=[n for _, n in searches],
-        recalls=[n for _, n in recalls],
-        blocked_promotions=pending.filter(kind=ReviewKind.PROMOTION_BLOCKED).count(),
-        pending_reviews=pending.count(),
-    )
 
 
 def tenant_counts() -> dict[Any, dict[str, int]] | None:
@@ -112,3 +49,53 @@ def tenant_counts() -> dict[Any, dict[str, int]] | None:
     except ConfigurationError:
         return None
     return counts
+
+
+#: A key expiring sooner than this is flagged on the key list.
+KEY_EXPIRY_WARNING = timedelta(days=7)
+
+
+def key_status(key: ApiKey, now: datetime) -> str:
+    """The status of ``key`` at ``now``, as the key list shows it.
+
+    Returns:
+        ``"revoked"`` (revoked, whatever its expiry), ``"expired"`` (``expires_at`` is not
+        after ``now``), ``"expires in N days"`` (within :data:`KEY_EXPIRY_WARNING`; ``N``
+        rounded up, so the last day reads ``"expires in 1 day"``) or ``"active"`` (no
+        expiry, or a later one).
+    """
+    if key.revoked_at is not None:
+        return "revoked"
+    if key.expires_at is None:
+        return "active"
+    left = key.expires_at - now
+    if left <= timedelta(0):
+        return "expired"
+    if left > KEY_EXPIRY_WARNING:
+        return "active"
+    days = math.ceil(left / timedelta(days=1))
+    return f"expires in {days} day{'' if days == 1 else 's'}"
+
+
+def key_status_class(status: str) -> str:
+    """The CSS class of a :func:`key_status` value: ``status-revoked``, ``status-expired``,
+    ``status-expiring`` or ``status-active``."""
+    return "status-expiring" if status.startswith("expires in") else f"status-{status}"
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """A key on the key list, with its :func:`key_status` and that status's CSS class."""
+
+    key: ApiKey
+    status: str
+    css: str
+
+
+def api_key_rows(now: datetime) -> list[KeyRow]:
+    """The API keys of the tenant in scope, newest first, with their status at ``now``."""
+    rows = []
+    for key in ApiKey.objects.order_by("-created_at"):
+        status = key_status(key, now)
+        rows.append(KeyRow(key=key, status=status, css=key_status_class(status)))
+    return rows

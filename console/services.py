@@ -23,11 +23,12 @@ from tenants.context import TenantContext
 
 
 def console_memory_edit(ctx: TenantContext, *, memory_id: Any, metadata: dict[str, Any],
-                        fields: dict[str, Any], expected_version: int | None = None) -> Memory:
-    """Replace a memory's metadata with ``metadata`` (keys left out are removed) and set
+                        fields: dict[str, Any], expected_version: int | None = None,
+                        content: str | None = None) -> Memory:
+    """Replace a memory's metadata with ``metadata`` (keys left out are removed), set
     ``fields`` (``importance``, ``confidence``, ``kind``, ``scope``, ``sensitive``,
-    ``private``) through :func:`memories.services.memory.memory_update`; audited as
-    ``memory_updated``.
+    ``private``) and, when given, its ``content`` (checked by the policies and re-embedded)
+    through :func:`memories.services.memory.memory_update`; audited as ``memory_updated``.
 
     Not atomic on its own (the request transaction is): a policy violation must leave its
     audit entry and review item behind, as it does through the API.
@@ -39,10 +40,11 @@ def console_memory_edit(ctx: TenantContext, *, memory_id: Any, metadata: dict[st
     current = Memory.objects.filter(pk=memory_id).values_list("metadata", flat=True).first()
     patch: dict[str, Any] = {key: None for key in (current or {}) if key not in metadata}
     patch.update(metadata)
-    result = memory_update(ctx, memory_id=memory_id, metadata=patch, fields=fields or None,
-                           expected_version=expected_version)
+    result = memory_update(ctx, memory_id=memory_id, content=content, metadata=patch,
+                           fields=fields or None, expected_version=expected_version)
+    changed = {*fields, "metadata", *(("content",) if content is not None else ())}
     audit_record(ctx, action="memory_updated", target_type="memory", target_id=result.memory.pk,
-                 details={"fields": sorted({*fields, "metadata"}),
+                 details={"fields": sorted(changed),
                           "version": result.memory.version})
     return result.memory
 
@@ -81,11 +83,16 @@ def console_settings_update(ctx: TenantContext, *, patch: dict[str, Any]) -> dic
     return merged
 
 
+#: Audit action of every membership a console user is given or whose role changes.
+MEMBERSHIP_CHANGE = "console_member_set"
+
+
 @transaction.atomic
 def console_member_set(ctx: TenantContext, *, user: Any, role: str) -> Any:
     """Make ``user`` a console member of ``ctx``'s tenant with ``role`` (``admin`` or
     ``reviewer``), replacing any membership of that tenant; audited as
-    ``console_member_set``. Runs in ``ctx``'s tenant scope.
+    ``console_member_set`` with ``role`` and ``previousRole`` (``None`` for a new
+    member). Runs in ``ctx``'s tenant scope. Returns the :class:`ConsoleMembership`.
 
     Raises:
         InvalidInput: an unknown role, or the user belongs to another tenant.
@@ -97,6 +104,7 @@ def console_member_set(ctx: TenantContext, *, user: Any, role: str) -> Any:
         raise InvalidInput(f"{user.get_username()} already belongs to another tenant.")
     membership, _ = ConsoleMembership.objects.update_or_create(
         user=user, defaults={"tenant_id": ctx.tenant_id, "role": role})
-    audit_record(ctx, action="console_member_set", target_type="user",
-                 target_id=user.get_username(), details={"role": role})
+    audit_record(ctx, action=MEMBERSHIP_CHANGE, target_type="user",
+                 target_id=user.get_username(),
+                 details={"role": role, "previousRole": existing.role if existing else None})
     return membership

@@ -8,6 +8,7 @@ from django.urls import path
 
 from console.views import (
     audit,
+    browse,
     dashboard,
     graph,
     home,
@@ -18,6 +19,7 @@ from console.views import (
     reviews,
     settings,
     summaries,
+    users,
 )
 
 app_name = "console"
@@ -28,10 +30,19 @@ urlpatterns = [
         template_name="console/login.html", next_page="console:index",
         extra_context={"title": "Sign in"}), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="console:login"), name="logout"),
+    path("switch/", home.switch, name="switch"),
     path("tenants/new/", platform.tenant_new, name="tenant-new"),
     path("tenants/<slug:tenant_slug>/active/", platform.tenant_active, name="tenant-active"),
+    path("users/", users.users, name="users"),
+    path("users/new/", users.user_new, name="user-new"),
+    path("users/<int:user_id>/membership/", users.user_place, name="user-membership"),
+    path("users/<int:user_id>/membership/remove/", users.user_membership_remove,
+         name="user-membership-remove"),
+    path("users/<int:user_id>/active/", users.user_active, name="user-active"),
     path("t/<slug:tenant_slug>/", dashboard.dashboard, name="dashboard"),
     path("t/<slug:tenant_slug>/memories/", memories.explorer, name="memories"),
+    path("t/<slug:tenant_slug>/memories/bulk/", browse.memory_bulk, name="memory-bulk"),
+    path("t/<slug:tenant_slug>/memories/export/", browse.memory_export, name="memory-export"),
     path("t/<slug:tenant_slug>/memories/<uuid:memory_id>/", memories.memory_detail,
          name="memory"),
     path("t/<slug:tenant_slug>/memories/<uuid:memory_id>/<str:action>/",
@@ -64,4 +75,9 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/settings/keys/", settings.key_create, name="key-create"),
     path("t/<slug:tenant_slug>/settings/keys/<uuid:key_id>/revoke/", settings.key_revoke,
          name="key-revoke"),
+    path("t/<slug:tenant_slug>/settings/members/", settings.member_add, name="member-add"),
+    path("t/<slug:tenant_slug>/settings/members/<int:user_id>/role/", settings.member_role,
+         name="member-role"),
+    path("t/<slug:tenant_slug>/settings/members/<int:user_id>/remove/",
+         settings.member_remove, name="member-remove"),
 ]

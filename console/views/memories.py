@@ -1,5 +1,6 @@
-"""The memory explorer: search (hybrid, semantic, keyword, recall) with the score's parts, and
-a memory's page with its content, metadata, history, references and actions."""
+"""The memory explorer: search (hybrid, semantic, keyword, recall) with the score's parts and
+the memory browser (``console.views.browse``); a memory's page with its content, metadata,
+history, references and actions."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from console.access import ConsoleAccess, console_view
 from console.forms import MemoryEditForm, SearchForm
 from console.history import history_lines
 from console.models import ConsoleRole
+from console.views.browse import browse_context
 from governance.models import ReviewItem
 from memories.models import UNSERVED_COLUMNS, Memory, State
 from memories.retrieval.recall import RecallRequest, memory_recall
@@ -26,9 +28,38 @@ from memories.selectors.memory import memory_history
 from memories.services.deletion import memory_archive
 from memory_project.errors import MemoryNotFound, MemoryServiceError
 from tenants.audit import owned_or_not_found
-from tenants.layers import LayerIdentifiers
+from tenants.layers import IDENTIFIER_FIELDS, LayerIdentifiers
 
-RECENT = 25
+#: What each part of a result's score means: shown on hover, and in the page's legend.
+PART_MEANINGS = {
+    "similarity": "cosine similarity of the query's and the memory's embeddings (1: the same "
+                  "meaning, 0: unrelated)",
+    "semantic rank": "position in the list ordered by similarity (1: the most similar)",
+    "keyword": "BM25 score of the words the query and the memory share (higher: more and "
+               "rarer words in common)",
+    "keyword rank": "position in the list ordered by BM25",
+    "rrf": "reciprocal rank fusion of the two ranks: the sum over the lists of 1 / (60 + rank)",
+    "relevance": "0.5 × similarity + 0.5 × BM25 divided by the best BM25 among the candidates",
+    "importance": "the memory's importance (0 to 1)",
+    "recency": "0.5 to the power of (age / the tenant's recency half-life)",
+    "confidence": "the memory's confidence after its decay",
+}
+
+#: What the score column means in each mode (memories.retrieval.search and .recall).
+SCORE_MEANINGS = {
+    "hybrid": "the learned reranker's estimate (0 to 1) that the memory answers the query, "
+              "from its BM25 and similarity, its neighbours' and cues of its text (the rrf part "
+              "is the plain reciprocal rank fusion of the same lists)",
+    "semantic": "the cosine similarity",
+    "keyword": "the BM25 score",
+    "recall": "the tenant's weights × relevance, importance, recency and confidence "
+              "(by default 0.4, 0.3, 0.2 and 0.1)",
+}
+
+
+def _parts(pairs: list[tuple[str, float | None]]) -> list[tuple[str, float, str]]:
+    """``(name, value, meaning)`` of the parts that have a value."""
+    return [(name, value, PART_MEANINGS[name]) for name, value in pairs if value is not None]
 
 
 def _search(access: ConsoleAccess, form: SearchForm) -> list[dict[str, Any]]:
@@ -42,35 +73,46 @@ def _search(access: ConsoleAccess, form: SearchForm) -> list[dict[str, Any]]:
             limit=data["limit"]))
         return [{
             "memory": r.candidate.memory, "layer": r.candidate.layer.value, "score": r.score,
-            "parts": [("relevance", r.relevance), ("importance", r.importance),
-                      ("recency", r.recency), ("confidence", r.effective_confidence),
-                      ("similarity", r.candidate.similarity),
-                      ("keyword", r.candidate.keyword_score)],
+            "parts": _parts([("relevance", r.relevance), ("importance", r.importance),
+                             ("recency", r.recency), ("confidence", r.effective_confidence),
+                             ("similarity", r.candidate.similarity),
+                             ("keyword", r.candidate.keyword_score)]),
         } for r in recalled]
     found = memory_search(access.ctx, SearchRequest(
         query=data["query"], identifiers=identifiers, layers=layers, limit=data["limit"],
         threshold=data["threshold"], mode=data["mode"], scope=scope))
     return [{
         "memory": c.memory, "layer": c.layer.value, "score": c.score,
-        "parts": [("similarity", c.similarity), ("semantic rank", c.semantic_rank),
-                  ("keyword", c.keyword_score), ("keyword rank", c.keyword_rank),
-                  ("rrf", c.rrf)],
+        "parts": _parts([("similarity", c.similarity), ("semantic rank", c.semantic_rank),
+                         ("keyword", c.keyword_score), ("keyword rank", c.keyword_rank),
+                         ("rrf", c.rrf)]),
     } for c in found.results]
+
+
+#: GET parameters of the search form: the explorer searches when one of them is given (the
+#: browser's filters alone only filter the list).
+SEARCH_PARAMS = frozenset({*SearchForm.base_fields, *IDENTIFIER_FIELDS})
 
 
 @console_view(ConsoleRole.ADMIN)
 def explorer(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
-    """``/console/t/<slug>/memories/``: the search box (GET) and the latest memories."""
-    form = SearchForm(request.GET or None)
+    """``/console/t/<slug>/memories/``: the search box (GET, when a search parameter is
+    given) and the memory browser (filters, pages, bulk actions, export:
+    :func:`console.views.browse.browse_context`)."""
+    searching = not SEARCH_PARAMS.isdisjoint(request.GET)
+    form = SearchForm(request.GET if searching else None)
     results: list[dict[str, Any]] | None = None
     if form.is_bound and form.is_valid():
         try:
             results = _search(access, form)
         except MemoryServiceError as err:
             form.add_error(None, err.message)
-    recent = Memory.objects.order_by("-id").defer(*UNSERVED_COLUMNS)[:RECENT]
     return render(request, "console/explorer.html", {
-        "access": access, "form": form, "results": results, "recent": recent,
+        **browse_context(request, access),
+        "access": access, "form": form, "results": results,
+        "score_meaning": SCORE_MEANINGS.get(form.cleaned_data.get("mode", ""), "")
+        if results is not None else "",
+        "part_meanings": sorted(PART_MEANINGS.items()),
         "title": f"{access.tenant.name}: memories", "tab": "memories",
     })
 
@@ -83,7 +125,8 @@ def _memory_or_404(access: ConsoleAccess, memory_id: uuid.UUID) -> Memory:
 def _render_memory(request: HttpRequest, access: ConsoleAccess, memory: Memory,
                    form: MemoryEditForm | None = None) -> HttpResponse:
     form = form or MemoryEditForm(initial={
-        "metadata": memory.metadata, "kind": memory.kind, "scope": memory.scope,
+        "content": memory.content, "metadata": memory.metadata, "kind": memory.kind,
+        "scope": memory.scope,
         "importance": memory.importance, "confidence": memory.confidence,
         "sensitive": memory.sensitive, "private": memory.private, "version": memory.version,
     })
@@ -128,9 +171,11 @@ def memory_action(request: HttpRequest, access: ConsoleAccess, memory_id: uuid.U
                 return redirect("console:memory", tenant_slug=access.tenant.slug,
                                 memory_id=memory_id)
             patch = {k: v for k, v in form.fields_patch().items() if getattr(memory, k) != v}
+            content = form.cleaned_data["content"]
             services.console_memory_edit(
                 access.ctx, memory_id=memory.pk, metadata=form.cleaned_data["metadata"],
-                fields=patch, expected_version=form.cleaned_data["version"])
+                fields=patch, expected_version=form.cleaned_data["version"],
+                content=content if content not in (None, memory.content) else None)
             messages.success(request, "Memory updated.")
         elif action == "archive":
             _, changed = memory_archive(access.ctx, memory_id=memory.pk)

@@ -3,6 +3,10 @@ once) and deactivate or reactivate one. Superusers only; everything else answers
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -22,6 +26,18 @@ NEW_TENANT_SESSION = "console_new_tenant_key"
 def _forbidden(request: HttpRequest) -> HttpResponse:
     return render(request, "console/forbidden.html", {"role": "not a platform admin"},
                   status=403)
+
+
+def platform_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Decorate a platform admins' page: anonymous callers go to the sign-in page, anyone
+    signed in who is not a superuser gets the console's 403 page."""
+    @login_required(login_url="console:login")
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_superuser:
+            return _forbidden(request)
+        return view(request, *args, **kwargs)
+    return wrapper
 
 
 def _actor(request: HttpRequest) -> str:

@@ -1,5 +1,7 @@
 """Tenant settings: retrieval and lifecycle settings, the summary triggers per layer, API keys
-(shown once at creation, revocable) and the periodic jobs (django-celery-beat)."""
+(shown once at creation, revocable, with their status), the tenant's console members (added,
+given another role or removed by its admins, through :mod:`console.users`) and the periodic
+jobs (django-celery-beat)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ from django.views.decorators.http import require_POST
 from django_celery_beat.models import PeriodicTask
 
 from console import services
+from console import users as console_users
 from console.access import ConsoleAccess, console_view
 from console.forms import SettingsForm, SummaryTriggersForm
 from console.models import ConsoleRole
+from console.selectors import api_key_rows
 from memories.retrieval.recall import recall_settings
 from memories.retrieval.search import default_threshold
 from memories.services.lifecycle import lifecycle_settings
@@ -90,12 +94,16 @@ def _triggers(access: ConsoleAccess) -> SummaryTriggersForm:
 
 def _page(request: HttpRequest, access: ConsoleAccess, form: SettingsForm,
           new_key: str | None = None, status: int = 200,
-          triggers: SummaryTriggersForm | None = None) -> HttpResponse:
+          triggers: SummaryTriggersForm | None = None,
+          member_form: dict[str, str] | None = None) -> HttpResponse:
     weights = section(access.ctx, "recall").score_weights
-    keys = list(ApiKey.objects.order_by("-created_at"))
-    admin_keys = [k.pk for k in keys if k.revoked_at is None and Role.ADMIN.value in k.roles]
+    keys = api_key_rows(timezone.now())
+    admin_keys = [row.key.pk for row in keys
+                  if row.key.revoked_at is None and Role.ADMIN.value in row.key.roles]
     return render(request, "console/settings.html", {
         "access": access, "form": form, "weights": weights, "keys": keys,
+        "members": console_users.tenant_members(access.ctx), "member_form": member_form or {},
+        "member_roles": ConsoleRole.choices,
         "triggers": triggers or _triggers(access),
         "last_admin_keys": admin_keys if len(admin_keys) == 1 else [], "key_roles": KEY_ROLES,
         "key_expiries": KEY_EXPIRIES,
@@ -187,3 +195,63 @@ def key_revoke(request: HttpRequest, access: ConsoleAccess, key_id: uuid.UUID) -
         return render(request, "console/not_found.html", status=404)
     messages.success(request, f"Key {key.prefix}… revoked.")
     return redirect("console:settings", tenant_slug=access.tenant.slug)
+
+
+def _members_url(access: ConsoleAccess) -> str:
+    return reverse("console:settings", args=[access.tenant.slug]) + "#members"
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def member_add(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
+    """POST ``.../settings/members/`` (``username``, ``password``, ``role``): create a new
+    console user who is a member of this tenant. A refused value shows the page again (400)
+    with the error and the username and role typed."""
+    form = {"username": request.POST.get("username", "").strip()[:150],
+            "role": request.POST.get("role", "")[:16]}
+    try:
+        user = console_users.console_member_create(
+            access.ctx, username=form["username"], role=form["role"],
+            password=request.POST.get("password", "")[:4096])
+    except MemoryServiceError as err:
+        return _page(request, access, SettingsForm(initial=_initial(access)), status=400,
+                     member_form={**form, "error": err.message,
+                                  "field": str(err.details.get("field", ""))})
+    messages.success(request, f"{user.get_username()} can now sign in as {form['role']}.")
+    return redirect(_members_url(access))
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def member_role(request: HttpRequest, access: ConsoleAccess, user_id: int) -> HttpResponse:
+    """POST ``.../settings/members/<user id>/role/`` (``role``): change a member's role. A
+    user who is not a member of this tenant (another tenant's, or none) answers 404."""
+    try:
+        membership = console_users.console_member_role(
+            access.ctx, user_id=user_id, role=request.POST.get("role", ""),
+            acting_user=request.user)
+    except NotFound:
+        return render(request, "console/not_found.html", status=404)
+    except MemoryServiceError as err:
+        messages.error(request, err.message)
+    else:
+        messages.success(request, f"{membership.user.get_username()} is now "
+                                  f"{membership.get_role_display()}.")
+    return redirect(_members_url(access))
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def member_remove(request: HttpRequest, access: ConsoleAccess, user_id: int) -> HttpResponse:
+    """POST ``.../settings/members/<user id>/remove/``: remove a member from this tenant (the
+    user can no longer open its console). Not a member of this tenant: 404."""
+    try:
+        user = console_users.console_member_remove(access.ctx, user_id=user_id,
+                                                   acting_user=request.user)
+    except NotFound:
+        return render(request, "console/not_found.html", status=404)
+    except MemoryServiceError as err:
+        messages.error(request, err.message)
+    else:
+        messages.success(request, f"{user.get_username()} removed from {access.tenant.name}.")
+    return redirect(_members_url(access))

@@ -69,11 +69,14 @@ def test_the_explorer_searches_in_each_mode_and_shows_score_parts(tenant_a: Any,
     results = response.context["results"]
     assert results, text(response)
     assert results[0]["memory"].content == "Alice drinks green tea every morning"
-    names = {name for name, value in results[0]["parts"] if value is not None}
+    names = {name for name, value, _ in results[0]["parts"] if value is not None}
     expected = {"recall": {"relevance", "importance", "recency", "confidence"},
                 "keyword": {"keyword"}, "semantic": {"similarity"},
                 "hybrid": {"similarity", "keyword", "rrf"}}[mode]
     assert expected <= names
+    page = text(response)
+    assert "How these scores are made" in page
+    assert 'title="cosine similarity of the query' in page or mode == "keyword"
 
 
 def test_the_explorer_shows_a_missing_identifier_as_an_error(tenant_a: Any,
@@ -323,3 +326,28 @@ def test_a_key_can_be_given_a_lifetime(tenant_a: Any, admin: Client) -> None:
     assert abs(key.expires_at - (timezone.now() + timedelta(days=30))) < timedelta(minutes=5)
     page = admin.get(url(tenant_a, "settings/")).content.decode()
     assert key.expires_at.strftime("%Y-%m-%d") in page
+
+
+def test_a_memorys_content_is_edited_re_embedded_and_kept_in_its_history(
+        tenant_a: Any, admin: Client) -> None:
+    """Console issue, memory browser: edit content (checked, re-embedded, audited)."""
+    memory = tenant_a.add("Alice likes jazz")
+    base = url(tenant_a, f"memories/{memory.pk}")
+    fields = {"metadata": "{}", "kind": "fact", "scope": "global", "importance": "0.5",
+              "confidence": "1", "version": "1"}
+    with tenant_scope(tenant_a.ctx):
+        before = Memory.objects.values_list("embedding", flat=True).get(pk=memory.pk)
+    blank = admin.post(f"{base}/edit/", {**fields, "content": "   "})
+    assert blank.status_code == 400 and "Content cannot be empty" in text(blank)
+    edited = admin.post(f"{base}/edit/", {**fields, "content": "Alice likes bebop"})
+    assert edited.status_code == 302
+    with tenant_scope(tenant_a.ctx):
+        row = Memory.objects.get(pk=memory.pk)
+        history = list(MemoryHistory.objects.filter(memory_id=memory.pk, action="update")
+                       .values_list("old_content", "new_content"))
+    assert (row.content, row.version) == ("Alice likes bebop", 2)
+    assert list(row.embedding) != list(before)
+    assert history == [("Alice likes jazz", "Alice likes bebop")]
+    assert audit_actions(tenant_a)[-1] == ("memory_updated", "user:alice")
+    page = text(admin.get(f"{base}/"))
+    assert "Alice likes bebop" in page and "Alice likes jazz" in page
