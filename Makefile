@@ -8,7 +8,7 @@ STAMP := $(VENV)/.requirements-installed
 # the benchmark exercise every adapter, so they install all of them.
 VECTOR_EXTRAS := $(VENV)/.vector-extras-installed
 
-.PHONY: venv run test test-quick lint bench bench-large fuzz clean vector-extra bench-peers
+.PHONY: venv run test test-quick lint bench bench-large fuzz clean vector-extra bench-peers screenshots
 
 venv: $(STAMP)
 
@@ -36,6 +36,7 @@ vector-extra: venv
 	$(PY) -m pip install --quiet -r requirements/vectors-$(BACKEND).txt
 
 test: venv $(VECTOR_EXTRAS)
+	scripts/ensure_chromium.sh
 	$(PY) -m pytest
 
 # The quick lane while working: everything but the tests marked slow (the real local model,
@@ -80,6 +81,12 @@ $(PEERS_STAMP): requirements/peers-mem0.txt
 
 bench-peers: venv $(PEERS_STAMP)
 	$(PY) manage.py bench_peers
+
+# The README's console screenshots (docs/screenshots/), taken by the browser test that checks
+# every main page at desktop and 390 px widths (needs Chromium, like `make test`).
+screenshots: venv
+	scripts/ensure_chromium.sh
+	CONSOLE_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q tests/console/test_console_screenshots.py
 
 clean:
 	rm -rf $(VENV)
