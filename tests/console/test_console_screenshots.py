@@ -1,7 +1,7 @@
 """The console's main pages at desktop (1366 px) and phone (390 px) widths: each page is
 checked for what every page must have (one ``h1``, the skip link as the first stop of the
-keyboard, a label for every form control, alt text on images, ``lang``, no sideways
-scrolling of the page at 390 px) and photographed.
+keyboard, a label for every form control, alt text on images, ``lang``, text contrast of
+WCAG 2.1 AA, no sideways scrolling of the page at 390 px) and photographed.
 
 The photographs go to ``test-artifacts/screenshots/pages/``, or to the directory in
 ``CONSOLE_SCREENSHOTS``: ``make screenshots`` writes the README's copies to
@@ -48,7 +48,49 @@ PAGE_CHECKS = """() => {
   }
   const overflow = document.documentElement.scrollWidth - window.innerWidth;
   if (overflow > 1) problems.push("page scrolls sideways by " + overflow + " px");
-  return problems;
+  return problems.concat(lowContrast());
+}"""
+
+#: Text whose contrast with its background is below WCAG 2.1's AA minimum (1.4.3: 4.5:1, or
+#: 3:1 for large text, 24 px or 18.66 px bold): the background is the first opaque one
+#: among the element and its ancestors. Text over images or gradients is not judged.
+CONTRAST_CHECK = """function lowContrast() {
+  function rgb(s) {
+    const m = s.match(/[\\d.]+/g).map(Number);
+    return m.length > 3 ? m : m.concat([1]);
+  }
+  function lum(c) {
+    const [r, g, b] = c.slice(0, 3).map(v => { v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  }
+  function background(el) {
+    for (let e = el; e; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (s.backgroundImage !== "none") return null;
+      const c = rgb(s.backgroundColor);
+      if (c[3] === 1) return c;
+    }
+    return [255, 255, 255, 1];
+  }
+  const out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!n.textContent.trim() || !el || !el.checkVisibility()) continue;
+    if (el.closest(".skip-link, .visually-hidden, option, canvas")) continue;
+    const s = getComputedStyle(el), bg = background(el);
+    if (!bg) continue;
+    const fg = rgb(s.color);
+    const mixed = fg.slice(0, 3).map((v, i) => v * fg[3] + bg[i] * (1 - fg[3]));
+    const [a, b] = [lum(mixed), lum(bg)].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05), size = parseFloat(s.fontSize);
+    const large = size >= 24 || (size >= 18.66 && parseInt(s.fontWeight) >= 700);
+    if (ratio < (large ? 3 : 4.5)) {
+      out.push("contrast " + ratio.toFixed(2) + ": " + n.textContent.trim().slice(0, 30));
+    }
+  }
+  return out.slice(0, 10);
 }"""
 
 
@@ -112,7 +154,8 @@ def test_the_main_pages_pass_the_page_checks_and_are_photographed(
             assert focused == "skip-link", (name, focused)
             expect(page.locator(".skip-link")).to_be_visible()
             page.evaluate("document.activeElement.blur()")
-            assert page.evaluate(PAGE_CHECKS) == [], name
+            checks = f"() => {{ {CONTRAST_CHECK}\n return ({PAGE_CHECKS})(); }}"
+            assert page.evaluate(checks) == [], name
             page.screenshot(path=str(out / f"{name}-{width}.png"))
     finally:
         context.close()
