@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from memory_project.errors import (
     BackendCircuitOpen,
@@ -70,20 +70,27 @@ Translation = Callable[[Exception, dict[str, Any]], MemoryServiceError | None]
 
 
 class translated_errors:  # noqa: N801 (used as a context manager)
-    """``async with translated_errors(name, translate):`` raises, for an exception of the
-    block, the service error ``translate`` reads it as (chained to it)."""
+    """``async with translated_errors(name, translate):`` (or ``with``, for client calls made
+    in a worker thread) raises, for an exception of the block, the service error
+    ``translate`` reads it as (chained to it); other exceptions pass unchanged."""
 
     def __init__(self, backend: str, translate: Translation) -> None:
         self.backend = backend
         self.translate = translate
 
-    async def __aenter__(self) -> None:
+    def __enter__(self) -> None:
         return None
 
-    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is None or not isinstance(exc, Exception):
             return False
         error = self.translate(exc, {"backend": self.backend, "error": str(exc)[:300]})
         if error is None:
             return False
         raise error from exc
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
+        return self.__exit__(kind, exc, tb)

@@ -31,23 +31,19 @@ from databricks.sdk import errors as dbx_errors
 from databricks.sdk.config import Config
 from databricks.sdk.service import sql, vectorsearch
 
-from vectors.base import (
-    Capabilities,
-    DistanceMetric,
-    Filter,
-    HealthStatus,
-    SearchHit,
-    SearchQuery,
-    VectorBackend,
-    VectorRecord,
-    matches,
-    probe_health,
+from memory_project.errors import MemoryServiceError
+from vectors.adapters.common import POST_FILTER_FACTOR as POST_FILTER_FACTOR  # importable here too
+from vectors.adapters.common import PostFilter, VendorBackend, adapter_capabilities, causes, factory
+from vectors.base import Capabilities, DistanceMetric, Filter, SearchHit, SearchQuery, VectorRecord
+from vectors.config import DatabricksSettings
+from vectors.errors import (
+    BackendRequestFailed,
+    BackendUnavailable,
+    RateLimited,
+    translated_errors,
 )
-from vectors.config import BackendSettings, DatabricksSettings
-from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
 
 BATCH = 200
-POST_FILTER_FACTOR = 4
 #: Metadata keys with a column of their own in every tenant's table (filtered by the index).
 FILTER_COLUMNS = ("layer", "kind", "scope", "scope_key", "session_id", "task_id")
 _NAME = re.compile(r"^[A-Za-z0-9_]{1,255}$")
@@ -62,14 +58,13 @@ def quoted(*parts: str) -> str:
     return ".".join(f"`{p}`" for p in parts)
 
 
-class DatabricksBackend(VectorBackend):
+class DatabricksBackend(VendorBackend[DatabricksSettings]):
     """The Databricks Vector Search adapter (see the module docstring)."""
 
     name = "databricks"
 
     def __init__(self, settings: DatabricksSettings) -> None:
-        self.settings = settings
-        self.operation_timeout = settings.operation_timeout_seconds
+        super().__init__(settings)
         auth: dict[str, Any] = ({"token": settings.token} if settings.token else
                                 {"client_id": settings.client_id,
                                  "client_secret": settings.client_secret})
@@ -97,9 +92,6 @@ class DatabricksBackend(VectorBackend):
 
     # --- the trait -------------------------------------------------------------------------
 
-    async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        return await probe_health(self._probe)
-
     async def _probe(self) -> None:
         endpoint = await self._call(self.client.vector_search_endpoints.get_endpoint,
                                     self.settings.endpoint)
@@ -109,11 +101,10 @@ class DatabricksBackend(VectorBackend):
                                      details={"backend": self.name})
 
     async def capabilities(self) -> Capabilities:
-        return Capabilities(
-            max_vector_dimensions=4096, supports_metadata_filter=True,
-            supports_hybrid_search=True, supports_batch_upsert=True,
-            distance_metrics=(DistanceMetric.L2,) if self.settings.metric == DistanceMetric.L2
-            else (DistanceMetric.COSINE, DistanceMetric.L2), max_batch_size=BATCH)
+        return adapter_capabilities(
+            4096, BATCH, hybrid=True,
+            metrics=(DistanceMetric.L2,) if self.settings.metric == DistanceMetric.L2
+            else (DistanceMetric.COSINE, DistanceMetric.L2))
 
     async def upsert(self, tenant_id: str, records: Sequence[VectorRecord]) -> int:
         await self._ensure(tenant_id)
@@ -132,10 +123,11 @@ class DatabricksBackend(VectorBackend):
 
     async def search(self, tenant_id: str, query: SearchQuery) -> list[SearchHit]:
         pushed, rest = self._split(query.filter)
+        after = PostFilter(rest, query.limit)  # min_score: the backend's score_threshold
         kwargs: dict[str, Any] = {
             "columns": ["id", "metadata"],
             "query_vector": [float(x) for x in query.vector],
-            "num_results": query.limit * (POST_FILTER_FACTOR if rest else 1),
+            "num_results": after.candidates,
             "filters_json": json.dumps(pushed) if pushed else None,
         }
         if query.hybrid and query.text:
@@ -153,11 +145,9 @@ class DatabricksBackend(VectorBackend):
         hits = []
         for row in (response.result.data_array or []) if response.result else []:
             values = dict(zip(columns, row, strict=False))
-            metadata = json.loads(values.get("metadata") or "{}")
-            if matches(metadata, rest):
-                hits.append(SearchHit(id=str(values["id"]), score=float(row[-1]),
-                                      metadata=metadata))
-        return hits[:query.limit]
+            hits.append(SearchHit(id=str(values["id"]), score=float(row[-1]),
+                                  metadata=json.loads(values.get("metadata") or "{}")))
+        return after.apply(hits)
 
     async def delete(self, tenant_id: str, ids: Sequence[str]) -> int:
         if not await self._has_index(tenant_id):
@@ -208,11 +198,7 @@ class DatabricksBackend(VectorBackend):
         return pushed, rest
 
     def _row(self, record: VectorRecord) -> dict[str, Any]:
-        if len(record.vector) != self.settings.dimensions:
-            raise BackendRequestFailed(
-                f"Vectors have {self.settings.dimensions} dimensions here.",
-                details={"backend": self.name, "got": len(record.vector)})
-        row: dict[str, Any] = {"id": record.id, "embedding": [float(x) for x in record.vector],
+        row: dict[str, Any] = {"id": record.id, "embedding": self.dense(record),
                                "text": record.text, "metadata": json.dumps(dict(record.metadata))}
         for column in FILTER_COLUMNS:
             value = record.metadata.get(column)
@@ -294,40 +280,27 @@ class DatabricksBackend(VectorBackend):
     def _mapped(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """``method(*args, **kwargs)`` with errors mapped. The SDK retries 429 and 503 itself
         until ``timeout_seconds``; rate limits still there then are ``RATE_LIMITED``."""
-        try:
+        with translated_errors(self.name, _translate):
             return method(*args, **kwargs)
-        except TimeoutError as exc:
-            details = {"backend": self.name, "error": str(exc)[:300]}
-            if _caused_by(exc, dbx_errors.TooManyRequests):
-                raise RateLimited("Databricks is rate limiting.", details=details) from exc
-            raise BackendUnavailable("Databricks did not answer in time.",
-                                     details=details) from exc
-        except dbx_errors.TooManyRequests as exc:
-            raise RateLimited("Databricks is rate limiting.",
-                              details={"backend": self.name, "error": str(exc)[:300]}) from exc
-        except (dbx_errors.NotFound, dbx_errors.ResourceDoesNotExist) as exc:
-            raise BackendRequestFailed("Databricks: not found.", details={
-                "backend": self.name, "status": 404, "error": str(exc)[:300]}) from exc
-        except (dbx_errors.InternalError, dbx_errors.TemporarilyUnavailable,
-                dbx_errors.DeadlineExceeded, requests.exceptions.RequestException) as exc:
-            raise BackendUnavailable("Databricks cannot be reached or failed.",
-                                     details={"backend": self.name, "error": str(exc)[:300]}
-                                     ) from exc
-        except dbx_errors.DatabricksError as exc:
-            raise BackendRequestFailed("Databricks refused the request.", details={
-                "backend": self.name, "error": str(exc)[:300]}) from exc
 
 
-def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, kind):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+def _translate(exc: Exception, details: dict[str, Any]) -> MemoryServiceError | None:
+    """The SDK's exceptions as the service's backend errors."""
+    if isinstance(exc, TimeoutError):
+        if any(isinstance(cause, dbx_errors.TooManyRequests) for cause in causes(exc)):
+            return RateLimited("Databricks is rate limiting.", details=details)
+        return BackendUnavailable("Databricks did not answer in time.", details=details)
+    if isinstance(exc, dbx_errors.TooManyRequests):
+        return RateLimited("Databricks is rate limiting.", details=details)
+    if isinstance(exc, dbx_errors.NotFound | dbx_errors.ResourceDoesNotExist):
+        return BackendRequestFailed("Databricks: not found.", details={**details, "status": 404})
+    if isinstance(exc, dbx_errors.InternalError | dbx_errors.TemporarilyUnavailable
+                  | dbx_errors.DeadlineExceeded | requests.exceptions.RequestException):
+        return BackendUnavailable("Databricks cannot be reached or failed.", details=details)
+    if isinstance(exc, dbx_errors.DatabricksError):
+        return BackendRequestFailed("Databricks refused the request.", details=details)
+    return None
 
 
-def build(settings: BackendSettings) -> DatabricksBackend:
-    """The registry's factory."""
-    assert isinstance(settings, DatabricksSettings)
-    return DatabricksBackend(settings)
+#: The registry's factory.
+build = factory(DatabricksBackend, DatabricksSettings)

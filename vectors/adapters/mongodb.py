@@ -23,18 +23,10 @@ from pymongo import AsyncMongoClient, ReplaceOne
 from pymongo import errors as mongo_errors
 
 from memory_project.errors import MemoryServiceError
-from vectors.base import (
-    Capabilities,
-    DistanceMetric,
-    HealthStatus,
-    SearchHit,
-    SearchQuery,
-    VectorBackend,
-    VectorRecord,
-    matches,
-    probe_health,
-)
-from vectors.config import BackendSettings, MongodbSettings
+from vectors.adapters.common import POST_FILTER_FACTOR as POST_FILTER_FACTOR  # importable here too
+from vectors.adapters.common import PostFilter, VendorBackend, adapter_capabilities, factory
+from vectors.base import Capabilities, DistanceMetric, SearchHit, SearchQuery, VectorRecord
+from vectors.config import MongodbSettings
 from vectors.errors import (
     BackendRequestFailed,
     BackendUnavailable,
@@ -43,28 +35,23 @@ from vectors.errors import (
 )
 
 BATCH = 1000
-POST_FILTER_FACTOR = 4
 _SIMILARITY = {DistanceMetric.COSINE: "cosine", DistanceMetric.L2: "euclidean",
                DistanceMetric.INNER_PRODUCT: "dotProduct"}
 
 
-class MongodbBackend(VectorBackend):
+class MongodbBackend(VendorBackend[MongodbSettings]):
     """The MongoDB Atlas adapter (see the module docstring)."""
 
     name = "mongodb"
 
     def __init__(self, settings: MongodbSettings) -> None:
-        self.settings = settings
-        self.operation_timeout = settings.operation_timeout_seconds
+        super().__init__(settings)
         self.client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
             settings.uri, serverSelectionTimeoutMS=int(settings.timeout_seconds * 1000),
             connectTimeoutMS=int(settings.timeout_seconds * 1000),
             socketTimeoutMS=int(settings.timeout_seconds * 1000))
         self.collection = self.client[settings.database][settings.collection]
         self._filter_fields: frozenset[str] | None = None
-
-    async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        return await probe_health(self._probe)
 
     async def _probe(self) -> None:
         async with translated_errors(self.name, _translate):
@@ -73,10 +60,7 @@ class MongodbBackend(VectorBackend):
         await self._checked()
 
     async def capabilities(self) -> Capabilities:
-        return Capabilities(
-            max_vector_dimensions=8192, supports_metadata_filter=True,
-            supports_hybrid_search=False, supports_batch_upsert=True,
-            distance_metrics=tuple(DistanceMetric), max_batch_size=BATCH)
+        return adapter_capabilities(8192, BATCH, hybrid=False)
 
     async def upsert(self, tenant_id: str, records: Sequence[VectorRecord]) -> int:
         await self._checked()
@@ -101,7 +85,8 @@ class MongodbBackend(VectorBackend):
                     {"$in": list(value)} if isinstance(value, list | tuple) else value)
             else:
                 rest[key] = value
-        limit = query.limit * (POST_FILTER_FACTOR if rest else 1)
+        after = PostFilter(rest, query.limit, query.min_score)
+        limit = after.candidates
         pipeline = [
             {"$vectorSearch": {
                 "index": self.settings.index, "path": "embedding",
@@ -114,16 +99,9 @@ class MongodbBackend(VectorBackend):
         async with translated_errors(self.name, _translate):
             cursor = await self.collection.aggregate(pipeline)
             documents = await cursor.to_list()
-        hits = []
-        for document in documents:
-            metadata = document.get("metadata", {})
-            score = self._similarity(float(document["score"]))
-            if not matches(metadata, rest):
-                continue
-            if query.min_score is not None and score < query.min_score:
-                continue
-            hits.append(SearchHit(id=document["record_id"], score=score, metadata=metadata))
-        return hits[:query.limit]
+        hits = [SearchHit(id=d["record_id"], score=self._similarity(float(d["score"])),
+                          metadata=d.get("metadata", {})) for d in documents]
+        return after.apply(hits)
 
     async def delete(self, tenant_id: str, ids: Sequence[str]) -> int:
         async with translated_errors(self.name, _translate):
@@ -163,12 +141,9 @@ class MongodbBackend(VectorBackend):
         return f"{tenant_id}:{record_id}"
 
     def _document(self, tenant_id: str, record: VectorRecord) -> dict[str, Any]:
-        if len(record.vector) != self.settings.dimensions:
-            raise BackendRequestFailed(
-                f"Vectors have {self.settings.dimensions} dimensions here.",
-                details={"backend": self.name, "got": len(record.vector)})
+        embedding = self.dense(record)
         return {"_id": self._id(tenant_id, record.id), "tenant_id": str(tenant_id),
-                "record_id": record.id, "embedding": [float(x) for x in record.vector],
+                "record_id": record.id, "embedding": embedding,
                 "text": record.text, "metadata": dict(record.metadata)}
 
     def _similarity(self, score: float) -> float:
@@ -231,7 +206,5 @@ def _translate(exc: Exception, details: dict[str, Any]) -> MemoryServiceError | 
     return None
 
 
-def build(settings: BackendSettings) -> MongodbBackend:
-    """The registry's factory."""
-    assert isinstance(settings, MongodbSettings)
-    return MongodbBackend(settings)
+#: The registry's factory.
+build = factory(MongodbBackend, MongodbSettings)

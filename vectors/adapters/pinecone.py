@@ -34,20 +34,17 @@ from pinecone import (
 )
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from memory_project.errors import MemoryServiceError
 from vectors import metrics, sparse
-from vectors.base import (
-    Capabilities,
-    DistanceMetric,
-    Filter,
-    HealthStatus,
-    SearchHit,
-    SearchQuery,
-    VectorBackend,
-    VectorRecord,
-    probe_health,
+from vectors.adapters.common import VendorBackend, adapter_capabilities, factory
+from vectors.base import Capabilities, DistanceMetric, Filter, SearchHit, SearchQuery, VectorRecord
+from vectors.config import PineconeSettings
+from vectors.errors import (
+    BackendRequestFailed,
+    BackendUnavailable,
+    RateLimited,
+    translated_errors,
 )
-from vectors.config import BackendSettings, PineconeSettings
-from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
 
 BATCH = 1000
 MAX_DIMENSIONS = 20000
@@ -64,32 +61,25 @@ def pinecone_filter(filter_: Filter | None) -> dict[str, Any] | None:
     return terms[0] if len(terms) == 1 else {"$and": terms}
 
 
-class PineconeBackend(VectorBackend):
+class PineconeBackend(VendorBackend[PineconeSettings]):
     """The Pinecone adapter (see the module docstring)."""
 
     name = "pinecone"
 
     def __init__(self, settings: PineconeSettings) -> None:
-        self.settings = settings
-        self.operation_timeout = settings.operation_timeout_seconds
+        super().__init__(settings)
         self.client = AsyncPinecone(
             api_key=settings.api_key, host=settings.control_plane_host or None,
             timeout=settings.timeout_seconds, retry_config=RetryConfig(max_retries=0))
         self._index: Any = None
-
-    async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        return await probe_health(self._probe)
 
     async def _probe(self) -> None:
         index = await self._data_plane()
         await self._call(index.describe_index_stats)
 
     async def capabilities(self) -> Capabilities:
-        return Capabilities(
-            max_vector_dimensions=MAX_DIMENSIONS, supports_metadata_filter=True,
-            supports_hybrid_search=self.settings.metric == DistanceMetric.INNER_PRODUCT,
-            supports_batch_upsert=True, distance_metrics=tuple(DistanceMetric),
-            max_batch_size=BATCH)
+        return adapter_capabilities(
+            MAX_DIMENSIONS, BATCH, hybrid=self.settings.metric == DistanceMetric.INNER_PRODUCT)
 
     async def upsert(self, tenant_id: str, records: Sequence[VectorRecord]) -> int:
         index = await self._data_plane()
@@ -162,15 +152,11 @@ class PineconeBackend(VectorBackend):
     # --- helpers ---------------------------------------------------------------------------
 
     def _vector(self, record: VectorRecord) -> dict[str, Any]:
-        if len(record.vector) != self.settings.dimensions:
-            raise BackendRequestFailed(
-                f"Vectors have {self.settings.dimensions} dimensions here.",
-                details={"backend": self.name, "got": len(record.vector)})
+        values = self.dense(record)
         metadata: dict[str, Any] = dict(record.metadata)
         if record.text:
             metadata["_text"] = record.text[:2000]  # Pinecone keeps ≤ 40 KB per vector
-        vector: dict[str, Any] = {"id": record.id, "values": [float(x) for x in record.vector],
-                                  "metadata": metadata}
+        vector: dict[str, Any] = {"id": record.id, "values": values, "metadata": metadata}
         if self.settings.metric == DistanceMetric.INNER_PRODUCT and record.text:
             indices, values = sparse.document_vector(record.text)
             vector["sparse_values"] = {"indices": indices, "values": values}
@@ -204,7 +190,7 @@ class PineconeBackend(VectorBackend):
             wait=wait_exponential(multiplier=self.settings.backoff_seconds,
                                   max=self.settings.backoff_max_seconds),
             stop=stop_after_attempt(self.settings.max_retries + 1), reraise=True)
-        try:
+        async with translated_errors(self.name, self._translate):
             async for attempt in retrying:
                 with attempt:
                     try:
@@ -212,24 +198,26 @@ class PineconeBackend(VectorBackend):
                     except RateLimitError:
                         metrics.RATE_LIMITS.labels(self.name).inc()
                         raise
-        except RateLimitError as exc:
-            raise RateLimited("Pinecone is rate limiting; retries ran out.",
-                              details={"backend": self.name,
-                                       "retryAfter": int(self.settings.backoff_max_seconds)}
-                              ) from exc
-        except (PineconeConnectionError, PineconeTimeoutError) as exc:
-            raise BackendUnavailable("Pinecone cannot be reached.",
-                                     details={"backend": self.name, "error": str(exc)[:300]}
-                                     ) from exc
-        except ApiError as exc:
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _translate(self, exc: Exception, details: dict[str, Any]) -> MemoryServiceError | None:
+        """The SDK's exceptions as the service's backend errors (a rate limit only once the
+        retries ran out)."""
+        if isinstance(exc, RateLimitError):
+            return RateLimited("Pinecone is rate limiting; retries ran out.",
+                               details={"backend": self.name,
+                                        "retryAfter": int(self.settings.backoff_max_seconds)})
+        if isinstance(exc, PineconeConnectionError | PineconeTimeoutError):
+            return BackendUnavailable("Pinecone cannot be reached.", details=details)
+        if isinstance(exc, ApiError):
             status = int(getattr(exc, "status_code", 0) or 0)
-            details = {"backend": self.name, "status": status, "error": str(exc)[:300]}
+            details = {"backend": self.name, "status": status, "error": details["error"]}
             if status >= 500:
-                raise BackendUnavailable("Pinecone failed.", details=details) from exc
+                return BackendUnavailable("Pinecone failed.", details=details)
             if isinstance(exc, NotFoundError) or status == 404:
-                raise BackendRequestFailed("Pinecone: not found.", details=details) from exc
-            raise BackendRequestFailed("Pinecone refused the request.", details=details) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+                return BackendRequestFailed("Pinecone: not found.", details=details)
+            return BackendRequestFailed("Pinecone refused the request.", details=details)
+        return None
 
 
 def _without_sdk_retries(index: Any) -> None:
@@ -246,7 +234,5 @@ def _without_sdk_retries(index: Any) -> None:
         http._config = dataclasses.replace(config, retry_config=RetryConfig(max_retries=0))  # type: ignore[union-attr]
 
 
-def build(settings: BackendSettings) -> PineconeBackend:
-    """The registry's factory."""
-    assert isinstance(settings, PineconeSettings)
-    return PineconeBackend(settings)
+#: The registry's factory.
+build = factory(PineconeBackend, PineconeSettings)

@@ -24,18 +24,9 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from memory_project.errors import MemoryServiceError
 from vectors import sparse
-from vectors.base import (
-    Capabilities,
-    DistanceMetric,
-    Filter,
-    HealthStatus,
-    SearchHit,
-    SearchQuery,
-    VectorBackend,
-    VectorRecord,
-    probe_health,
-)
-from vectors.config import BackendSettings, QdrantSettings
+from vectors.adapters.common import VendorBackend, adapter_capabilities, factory
+from vectors.base import Capabilities, DistanceMetric, Filter, SearchHit, SearchQuery, VectorRecord
+from vectors.config import QdrantSettings
 from vectors.errors import (
     BackendRequestFailed,
     BackendUnavailable,
@@ -84,14 +75,13 @@ def qdrant_filter(filter_: Filter | None) -> models.Filter | None:
     return models.Filter(must=must)
 
 
-class QdrantBackend(VectorBackend):
+class QdrantBackend(VendorBackend[QdrantSettings]):
     """The Qdrant adapter (see the module docstring)."""
 
     name = "qdrant"
 
     def __init__(self, settings: QdrantSettings) -> None:
-        self.settings = settings
-        self.operation_timeout = settings.operation_timeout_seconds
+        super().__init__(settings)
         if settings.url:
             self.client = AsyncQdrantClient(url=settings.url, api_key=settings.api_key or None,
                                             timeout=int(settings.timeout_seconds))
@@ -112,17 +102,11 @@ class QdrantBackend(VectorBackend):
                                        details={"backend": self.name})
         return f"{self.settings.collection_prefix}{tenant_id}"
 
-    async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        return await probe_health(self._probe)
-
     async def _probe(self) -> None:
         await self.client.get_collections()
 
     async def capabilities(self) -> Capabilities:
-        return Capabilities(
-            max_vector_dimensions=65536, supports_metadata_filter=True,
-            supports_hybrid_search=True, supports_batch_upsert=True,
-            distance_metrics=tuple(DistanceMetric), max_batch_size=UPSERT_BATCH)
+        return adapter_capabilities(65536, UPSERT_BATCH, hybrid=True)
 
     async def upsert(self, tenant_id: str, records: Sequence[VectorRecord]) -> int:
         name = self.collection(tenant_id)
@@ -232,11 +216,7 @@ class QdrantBackend(VectorBackend):
         self._collections.add(name)
 
     def _point(self, record: VectorRecord) -> models.PointStruct:
-        if len(record.vector) != self.settings.dimensions:
-            raise BackendRequestFailed(
-                f"Vectors have {self.settings.dimensions} dimensions here.",
-                details={"backend": self.name, "got": len(record.vector)})
-        vector: dict[str, Any] = {DENSE: list(record.vector)}
+        vector: dict[str, Any] = {DENSE: self.dense(record)}
         indices, values = sparse.document_vector(record.text)
         if indices:
             vector[SPARSE] = models.SparseVector(indices=indices, values=values)
@@ -274,7 +254,5 @@ def _translate(exc: Exception, details: dict[str, Any]) -> MemoryServiceError | 
     return None
 
 
-def build(settings: BackendSettings) -> QdrantBackend:
-    """The registry's factory."""
-    assert isinstance(settings, QdrantSettings)
-    return QdrantBackend(settings)
+#: The registry's factory.
+build = factory(QdrantBackend, QdrantSettings)

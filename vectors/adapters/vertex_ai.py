@@ -31,26 +31,28 @@ from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud import aiplatform_v1 as vertex
 from google.protobuf import json_format, struct_pb2
 
+from memory_project.errors import MemoryServiceError
+from vectors.adapters.common import POST_FILTER_FACTOR as POST_FILTER_FACTOR  # importable here too
+from vectors.adapters.common import PostFilter, VendorBackend, adapter_capabilities, factory
 from vectors.base import (
     Capabilities,
     DistanceMetric,
     Filter,
-    HealthStatus,
     MetadataValue,
     SearchHit,
     SearchQuery,
-    VectorBackend,
     VectorRecord,
-    matches,
-    probe_health,
 )
-from vectors.config import BackendSettings, VertexAiSettings
-from vectors.errors import BackendRequestFailed, BackendUnavailable, RateLimited
+from vectors.config import VertexAiSettings
+from vectors.errors import (
+    BackendRequestFailed,
+    BackendUnavailable,
+    RateLimited,
+    translated_errors,
+)
 
 TENANT_NAMESPACE = "tenant_id"
 MAX_BATCH = 1000
-#: Candidates per result when part of a filter is applied after the search.
-POST_FILTER_FACTOR = 4
 Restricts = tuple[list[vertex.IndexDatapoint.Restriction],
                   list[vertex.IndexDatapoint.NumericRestriction]]
 
@@ -87,14 +89,13 @@ def _numeric(key: str, value: MetadataValue, *, equal: bool = False
                                                    op=op)
 
 
-class VertexAiBackend(VectorBackend):
+class VertexAiBackend(VendorBackend[VertexAiSettings]):
     """The Vertex AI Vector Search adapter (see the module docstring)."""
 
     name = "vertex_ai"
 
     def __init__(self, settings: VertexAiSettings) -> None:
-        self.settings = settings
-        self.operation_timeout = settings.operation_timeout_seconds
+        super().__init__(settings)
         endpoint = settings.api_endpoint or f"{settings.location}-aiplatform.googleapis.com"
         credentials = _credentials(settings)
         self.index_name = _resource(settings, "indexes", settings.index)
@@ -110,9 +111,6 @@ class VertexAiBackend(VectorBackend):
             client_options=ClientOptions(
                 api_endpoint=settings.public_endpoint_domain or endpoint))
 
-    async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        return await probe_health(self._probe)
-
     async def _probe(self) -> None:
         endpoint = await self._call(self.endpoints.get_index_endpoint,
                                     name=self.endpoint_name)
@@ -123,11 +121,7 @@ class VertexAiBackend(VectorBackend):
                 details={"backend": self.name, "deployed": sorted(deployed)})
 
     async def capabilities(self) -> Capabilities:
-        return Capabilities(
-            max_vector_dimensions=4096, supports_metadata_filter=True,
-            supports_hybrid_search=False, supports_batch_upsert=True,
-            distance_metrics=tuple(DistanceMetric), max_batch_size=self.batch_size,
-            supports_scan=False)
+        return adapter_capabilities(4096, self.batch_size, hybrid=False, scan=False)
 
     @property
     def batch_size(self) -> int:
@@ -147,12 +141,12 @@ class VertexAiBackend(VectorBackend):
             raise BackendRequestFailed("This adapter does not send sparse embeddings.",
                                        details={"backend": self.name})
         (tokens, numeric), rest = restricts(tenant_id, query.filter)
-        count = query.limit * (POST_FILTER_FACTOR if rest else 1)
+        after = PostFilter(rest, query.limit, query.min_score)
         request = vertex.FindNeighborsRequest(
             index_endpoint=self.endpoint_name, deployed_index_id=self.settings.deployed_index_id,
             return_full_datapoint=True,
             queries=[vertex.FindNeighborsRequest.Query(
-                neighbor_count=count,
+                neighbor_count=after.candidates,
                 datapoint=vertex.IndexDatapoint(
                     datapoint_id="query", feature_vector=[float(x) for x in query.vector],
                     restricts=tokens, numeric_restricts=numeric))])
@@ -161,15 +155,13 @@ class VertexAiBackend(VectorBackend):
         for group in response.nearest_neighbors:
             for neighbor in group.neighbors:
                 record = self._record(tenant_id, neighbor.datapoint)
-                if record is None or not matches(record.metadata, rest):
+                if record is None:
                     continue
                 score = float(neighbor.distance)
                 if self.settings.metric == DistanceMetric.L2:
                     score = -score
-                if query.min_score is not None and score < query.min_score:
-                    continue
                 hits.append(SearchHit(id=record.id, score=score, metadata=record.metadata))
-        return hits[:query.limit]
+        return after.apply(hits)
 
     async def delete(self, tenant_id: str, ids: Sequence[str]) -> int:
         for start in range(0, len(ids), MAX_BATCH):
@@ -198,10 +190,7 @@ class VertexAiBackend(VectorBackend):
         return f"{tenant_id}:{record_id}"
 
     def _datapoint(self, tenant_id: str, record: VectorRecord) -> vertex.IndexDatapoint:
-        if len(record.vector) != self.settings.dimensions:
-            raise BackendRequestFailed(
-                f"Vectors have {self.settings.dimensions} dimensions here.",
-                details={"backend": self.name, "got": len(record.vector)})
+        vector = self.dense(record)
         tokens = [vertex.IndexDatapoint.Restriction(namespace=TENANT_NAMESPACE,
                                                     allow_list=[str(tenant_id)])]
         numeric = []
@@ -215,7 +204,7 @@ class VertexAiBackend(VectorBackend):
         payload.update({"id": record.id, "metadata": dict(record.metadata), "text": record.text})
         return vertex.IndexDatapoint(
             datapoint_id=self._datapoint_id(tenant_id, record.id),
-            feature_vector=[float(x) for x in record.vector], restricts=tokens,
+            feature_vector=vector, restricts=tokens,
             numeric_restricts=numeric, embedding_metadata=payload)
 
     def _record(self, tenant_id: str, datapoint: vertex.IndexDatapoint) -> VectorRecord | None:
@@ -234,21 +223,21 @@ class VertexAiBackend(VectorBackend):
 
     async def _call(self, method: Any, **kwargs: Any) -> Any:
         """Run a client method off the event loop, errors mapped."""
-        try:
+        async with translated_errors(self.name, _translate):
             return await asyncio.to_thread(method, retry=None,
                                            timeout=self.settings.timeout_seconds, **kwargs)
-        except google_errors.TooManyRequests as exc:
-            raise RateLimited("Vertex AI is rate limiting.",
-                              details={"backend": self.name, "error": str(exc)[:300]}) from exc
-        except (google_errors.ServerError, google_errors.DeadlineExceeded,
-                requests.exceptions.RequestException) as exc:
-            raise BackendUnavailable("Vertex AI cannot be reached or failed.",
-                                     details={"backend": self.name, "error": str(exc)[:300]}
-                                     ) from exc
-        except google_errors.GoogleAPICallError as exc:
-            raise BackendRequestFailed("Vertex AI refused the request.",
-                                       details={"backend": self.name, "error": str(exc)[:300]}
-                                       ) from exc
+
+
+def _translate(exc: Exception, details: dict[str, Any]) -> MemoryServiceError | None:
+    """The client's exceptions as the service's backend errors."""
+    if isinstance(exc, google_errors.TooManyRequests):
+        return RateLimited("Vertex AI is rate limiting.", details=details)
+    if isinstance(exc, google_errors.ServerError | google_errors.DeadlineExceeded
+                  | requests.exceptions.RequestException):
+        return BackendUnavailable("Vertex AI cannot be reached or failed.", details=details)
+    if isinstance(exc, google_errors.GoogleAPICallError):
+        return BackendRequestFailed("Vertex AI refused the request.", details=details)
+    return None
 
 
 def _resource(settings: VertexAiSettings, kind: str, value: str) -> str:
@@ -270,7 +259,5 @@ def _credentials(settings: VertexAiSettings) -> Credentials | None:
     return None  # Application Default Credentials
 
 
-def build(settings: BackendSettings) -> VertexAiBackend:
-    """The registry's factory."""
-    assert isinstance(settings, VertexAiSettings)
-    return VertexAiBackend(settings)
+#: The registry's factory.
+build = factory(VertexAiBackend, VertexAiSettings)

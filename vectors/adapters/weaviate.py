@@ -35,20 +35,10 @@ from weaviate.exceptions import (
 )
 
 from memory_project.errors import MemoryServiceError
-from vectors.base import (
-    Capabilities,
-    DistanceMetric,
-    HealthStatus,
-    SearchHit,
-    SearchQuery,
-    VectorBackend,
-    VectorRecord,
-    probe_health,
-)
-from vectors.base import (
-    Filter as MetadataFilter,
-)
-from vectors.config import BackendSettings, WeaviateSettings
+from vectors.adapters.common import VendorBackend, adapter_capabilities, causes, factory
+from vectors.base import Capabilities, DistanceMetric, SearchHit, SearchQuery, VectorRecord
+from vectors.base import Filter as MetadataFilter
+from vectors.config import WeaviateSettings
 from vectors.errors import (
     BackendRequestFailed,
     BackendUnavailable,
@@ -80,14 +70,13 @@ def weaviate_filter(tenant_id: str, filter_: MetadataFilter | None) -> Any:
     return condition
 
 
-class WeaviateBackend(VectorBackend):
+class WeaviateBackend(VendorBackend[WeaviateSettings]):
     """The Weaviate adapter (see the module docstring)."""
 
     name = "weaviate"
 
     def __init__(self, settings: WeaviateSettings) -> None:
-        self.settings = settings
-        self.operation_timeout = settings.operation_timeout_seconds
+        super().__init__(settings)
         url = urlsplit(settings.url)
         secure = url.scheme == "https"
         timeout = int(settings.timeout_seconds)
@@ -100,19 +89,13 @@ class WeaviateBackend(VectorBackend):
                 timeout=Timeout(init=timeout, query=timeout, insert=timeout)))
         self._ready = False
 
-    async def health_check(self, tenant_id: str | None = None) -> HealthStatus:
-        return await probe_health(self._probe)
-
     async def _probe(self) -> None:
         await self._collection()
         if not await self.client.is_ready():
             raise BackendUnavailable("Weaviate is not ready.", details={"backend": self.name})
 
     async def capabilities(self) -> Capabilities:
-        return Capabilities(
-            max_vector_dimensions=65535, supports_metadata_filter=True,
-            supports_hybrid_search=True, supports_batch_upsert=True,
-            distance_metrics=tuple(DistanceMetric), max_batch_size=BATCH)
+        return adapter_capabilities(65535, BATCH, hybrid=True)
 
     async def upsert(self, tenant_id: str, records: Sequence[VectorRecord]) -> int:
         collection = await self._collection()
@@ -210,16 +193,13 @@ class WeaviateBackend(VectorBackend):
                          metadata=json.loads(str(props.get("metadata_json") or "{}")))
 
     def _object(self, tenant_id: str, record: VectorRecord) -> DataObject[Any, Any]:
-        if len(record.vector) != self.settings.dimensions:
-            raise BackendRequestFailed(
-                f"Vectors have {self.settings.dimensions} dimensions here.",
-                details={"backend": self.name, "got": len(record.vector)})
+        vector = self.dense(record)
         properties: dict[str, Any] = {
             "tenant_id": str(tenant_id), "record_id": record.id, "text": record.text,
             "metadata_json": json.dumps(dict(record.metadata))}
         properties.update({f"meta_{k}": v for k, v in record.metadata.items()})
         return DataObject(properties=properties, uuid=object_uuid(tenant_id, record.id),
-                          vector=[float(x) for x in record.vector])
+                          vector=vector)
 
     async def _collection(self) -> Any:
         """The collection, after connecting and creating it when missing."""
@@ -275,19 +255,15 @@ _UNAVAILABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
 
 def _grpc_code(exc: BaseException) -> grpc.StatusCode | None:
     """The gRPC status behind a client exception (the client keeps only the message)."""
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in causes(exc):
         code = getattr(seen, "code", None)
         if callable(code):
             try:
                 return code()  # type: ignore[no-any-return]
             except Exception:
                 return None
-        seen = seen.__cause__ or seen.__context__
     return None
 
 
-def build(settings: BackendSettings) -> WeaviateBackend:
-    """The registry's factory."""
-    assert isinstance(settings, WeaviateSettings)
-    return WeaviateBackend(settings)
+#: The registry's factory.
+build = factory(WeaviateBackend, WeaviateSettings)
