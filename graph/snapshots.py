@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from graph.objects import ObjectMissing, ObjectStore, object_store
-from memory_project.errors import MemoryServiceError
+from memory_project.errors import MemoryServiceError, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +37,11 @@ _MANIFEST_NAME = re.compile(r"manifest-v(\d{12})\.json")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-class SnapshotExportFailed(MemoryServiceError):
+class SnapshotExportFailed(ServiceUnavailable):
     """``GRAPH_SNAPSHOT_FAILED`` (HTTP 503, retryable): nothing of the attempt is left and the
     previous snapshot is intact; ``details`` name the stage and key, the cause is chained."""
 
     code = "GRAPH_SNAPSHOT_FAILED"
-    status = 503
-    retryable = True
     default_message = "The graph snapshot could not be written; the previous one is intact."
 
 

@@ -41,7 +41,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from graph import ops, store
 from graph.coordination import key, redis_client
 from graph.restore import restore_backup
-from memory_project.errors import MemoryServiceError
+from memory_project.errors import MemoryServiceError, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +65,10 @@ return 0
 OPERATIONS = {**ops.OPERATIONS, "restore_backup": restore_backup}
 
 
-class GraphWriteTimeout(MemoryServiceError):
+class GraphWriteTimeout(ServiceUnavailable):
     """The graph writer did not answer in time (``GRAPH_WRITE_TIMEOUT``, 503, retryable)."""
 
     code = "GRAPH_WRITE_TIMEOUT"
-    status = 503
-    retryable = True
     default_message = "The graph writer did not answer in time; retry later."
 
 

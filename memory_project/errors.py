@@ -131,21 +131,25 @@ class QueryTooLong(MemoryServiceError):
     default_message = "Query is too long."
 
 
-class EmbeddingFailed(MemoryServiceError):
-    """``EMBEDDING_FAILED`` (HTTP 503)."""
+class ServiceUnavailable(MemoryServiceError):
+    """Base of the errors that answer HTTP 503 and are retryable: a dependency (a backend,
+    the embedder, a worker) cannot serve the request now; a later retry may succeed."""
 
-    code = "EMBEDDING_FAILED"
     status = 503
     retryable = True
+
+
+class EmbeddingFailed(ServiceUnavailable):
+    """``EMBEDDING_FAILED`` (HTTP 503, retryable)."""
+
+    code = "EMBEDDING_FAILED"
     default_message = "Embedding generation failed."
 
 
-class ProviderError(MemoryServiceError):
-    """``PROVIDER_ERROR`` (HTTP 503)."""
+class ProviderError(ServiceUnavailable):
+    """``PROVIDER_ERROR`` (HTTP 503, retryable)."""
 
     code = "PROVIDER_ERROR"
-    status = 503
-    retryable = True
     default_message = "The storage provider failed."
 
 
@@ -239,23 +243,20 @@ class MethodNotAllowed(MemoryServiceError):
     default_message = "Method not allowed."
 
 
-class BackendCircuitOpen(MemoryServiceError):
-    """``BACKEND_CIRCUIT_OPEN`` (HTTP 503): a backend failed repeatedly and its circuit is
-    open (seed 001 "Backend Circuit Breaker"); ``details.retryAfter`` says when to retry."""
+class BackendCircuitOpen(ServiceUnavailable):
+    """``BACKEND_CIRCUIT_OPEN`` (HTTP 503, retryable): a backend failed repeatedly and its
+    circuit is open (seed 001 "Backend Circuit Breaker"); ``details.retryAfter`` says when to
+    retry."""
 
     code = "BACKEND_CIRCUIT_OPEN"
-    status = 503
-    retryable = True
     default_message = "A backend is failing; its circuit is open."
 
 
-class BackendUnavailable(MemoryServiceError):
-    """``BACKEND_UNAVAILABLE`` (HTTP 503): the database could not be reached or the
+class BackendUnavailable(ServiceUnavailable):
+    """``BACKEND_UNAVAILABLE`` (HTTP 503, retryable): the database could not be reached or the
     connection broke mid-request; nothing was committed. Retry after ``details.retryAfter``."""
 
     code = "BACKEND_UNAVAILABLE"
-    status = 503
-    retryable = True
     default_message = "The database is unavailable; retry shortly."
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -74,6 +75,22 @@ def supported(claim: str, sources: list[str], *, share: float = 0.6) -> bool:
         return False
     known = set().union(*(content_words(s) for s in sources)) if sources else set()
     return len(words & known) / len(words) >= share
+
+
+def cited_claim(claim: str, numbers: Iterable[int],
+                sources: Sequence[str]) -> tuple[str, tuple[int, ...]] | None:
+    """A model's claim checked against the numbered ``sources`` it cites.
+
+    ``numbers`` are 1-based, as the prompt numbers the sources; those outside ``sources``
+    are ignored. Returns ``(text, indexes)``: ``claim`` with its white space folded and the
+    0-based indexes of the cited sources (sorted, each once), when the cited sources support
+    it (:func:`supported`); ``None`` when it cites no source in range or they do not.
+    """
+    cited = sorted({n for n in numbers if 1 <= n <= len(sources)})
+    text = " ".join(claim.split())
+    if not cited or not supported(text, [sources[n - 1] for n in cited]):
+        return None
+    return text, tuple(n - 1 for n in cited)
 
 
 class Purpose(ABC, Generic[P, R]):

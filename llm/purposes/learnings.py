@@ -22,14 +22,7 @@ from typing import Any
 
 from pydantic import Field
 
-from llm.purposes.base import (
-    InvalidOutput,
-    Purpose,
-    Schema,
-    chat,
-    content_words,
-    supported,
-)
+from llm.purposes.base import InvalidOutput, Purpose, Schema, chat, cited_claim, content_words
 from llm.runner import Result, run
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
@@ -106,11 +99,9 @@ class LearningsPurpose(Purpose[tuple[str, ...], tuple[Learning, ...]]):
     def accept(self, payload: tuple[str, ...], output: Any) -> tuple[Learning, ...]:
         kept: dict[str, Learning] = {}
         for item in output.learnings:
-            cited = sorted({n for n in item.chunks if 1 <= n <= len(payload)})
-            text = " ".join(item.text.split())
-            if not cited or not supported(text, [payload[n - 1] for n in cited]):
-                continue
-            kept.setdefault(text.lower(), Learning(text, tuple(n - 1 for n in cited)))
+            claim = cited_claim(item.text, item.chunks, payload)
+            if claim is not None:
+                kept.setdefault(claim[0].lower(), Learning(*claim))
         if not kept and output.learnings:
             raise InvalidOutput("no learning is supported by the chunks it cites")
         return tuple(kept.values())[:MAX_LEARNINGS]

@@ -22,14 +22,7 @@ from typing import Any
 
 from pydantic import Field
 
-from llm.purposes.base import (
-    InvalidOutput,
-    Purpose,
-    Schema,
-    chat,
-    content_words,
-    supported,
-)
+from llm.purposes.base import InvalidOutput, Purpose, Schema, chat, cited_claim, content_words
 from llm.purposes.nlp import nlp
 from llm.runner import Result, run
 from memory_project.errors import InvalidInput
@@ -121,16 +114,15 @@ class MemoriesPurpose(Purpose[MemoriesInput, tuple[ExtractedMemory, ...]]):
 
     def accept(self, payload: MemoriesInput, output: Any) -> tuple[ExtractedMemory, ...]:
         messages = self._messages(payload)
+        sources = [f"{m.speaker} {m.text}" for m in messages]
         kept: dict[str, ExtractedMemory] = {}
         for fact in output.facts:
-            cited = sorted({n for n in fact.messages if 1 <= n <= len(messages)})
-            text = " ".join(fact.text.split())
-            sources = [f"{messages[n - 1].speaker} {messages[n - 1].text}" for n in cited]
-            if not cited or not supported(text, sources) or text.lower() in kept:
+            claim = cited_claim(fact.text, fact.messages, sources)
+            if claim is None or claim[0].lower() in kept:
                 continue
+            text, indexes = claim
             kept[text.lower()] = ExtractedMemory(
-                text, tuple(n - 1 for n in cited),
-                self._date(fact.date, [messages[n - 1] for n in cited], payload))
+                text, indexes, self._date(fact.date, [messages[i] for i in indexes], payload))
         if not kept and output.facts:
             raise InvalidOutput("no fact is supported by the messages it cites")
         return tuple(kept.values())

@@ -21,14 +21,7 @@ from typing import Any
 
 from pydantic import Field
 
-from llm.purposes.base import (
-    InvalidOutput,
-    Purpose,
-    Schema,
-    chat,
-    content_words,
-    supported,
-)
+from llm.purposes.base import InvalidOutput, Purpose, Schema, chat, cited_claim, content_words
 from llm.runner import run
 from memory_project.errors import InvalidInput
 from tenants.context import TenantContext
@@ -102,18 +95,19 @@ class SummarizePurpose(Purpose[SummaryInput, tuple[SummarySentence, ...]]):
 
     def accept(self, payload: SummaryInput, output: Any) -> tuple[SummarySentence, ...]:
         sources = payload.sources[:MAX_SOURCES]
+        texts = [s.text for s in sources]
         kept: list[SummarySentence] = []
         budget = DEPTHS[payload.depth]
         used = 0
         for sentence in output.sentences:
-            cited = sorted({n for n in sentence.sources if 1 <= n <= len(sources)})
-            text = " ".join(sentence.text.split())
-            if not cited or not supported(text, [sources[n - 1].text for n in cited]):
+            claim = cited_claim(sentence.text, sentence.sources, texts)
+            if claim is None:
                 continue
+            text, indexes = claim
             cost = approx_tokens(text)
             if kept and used + cost > budget * 1.2:
                 break
-            kept.append(SummarySentence(text, tuple(sources[n - 1].id for n in cited)))
+            kept.append(SummarySentence(text, tuple(sources[i].id for i in indexes)))
             used += cost
         if not kept:
             raise InvalidOutput("no sentence is supported by the sources it cites")
