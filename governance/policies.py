@@ -19,7 +19,7 @@ from django.conf import settings
 from governance.models import PiiHandling, Policy
 from governance.pii import Finding, detect, redact
 from memory_project.errors import InvalidInput
-from memory_project.validation import unstorable_text
+from tenants.input_checks import reject_unknown_keys, reject_unstorable
 from tenants.layers import Layer
 
 MAX_PATTERNS = 50
@@ -201,15 +201,10 @@ def clean_policy_data(data: Any, *, partial: bool = False) -> dict[str, Any]:
     fields = {"name", "description", "enabled", "denied_terms", "denied_patterns",
               "pii_handling", "max_content_length", "writable_layers", "required_metadata",
               "api_key_prefixes"}
-    unknown = set(data) - fields
-    if unknown:
-        raise InvalidInput(f"Unknown policy field(s): {', '.join(sorted(unknown))}.",
-                           details={"allowed": sorted(fields)})
+    reject_unknown_keys(data, fields, "policy field")
     if not partial and not data.get("name"):
         raise InvalidInput("A policy needs a name.")
-    problem = unstorable_text(data)
-    if problem:
-        raise InvalidInput(f"Invalid policy: {problem}")
+    reject_unstorable(data, "policy")
     cleaned: dict[str, Any] = {}
     for key, value in data.items():
         if key in ("name", "description"):

@@ -8,7 +8,7 @@ import secrets
 import string
 import threading
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from cachetools import TTLCache
 from django.db import transaction
@@ -286,21 +286,42 @@ def _check_addressable(external_id: str, field: str, *, operation: str) -> None:
                            details={"field": field})
 
 
-#: The hierarchy's levels: name, the identifier that names a node, the parent level's model
-#: and field, and whether a parent is required (a team needs its org; a project may stand
-#: alone).
-_LEVELS: dict[type[Any], tuple[str, str, type[Any] | None, str, bool]] = {
-    Organization: ("org", "orgId", None, "", False),
-    Team: ("team", "teamId", Organization, "org", True),
-    Project: ("project", "projectId", Team, "team", False),
+class HierarchyLevel(NamedTuple):
+    """One level of the org → team → project hierarchy."""
+
+    #: ``org``, ``team`` or ``project``: its operations are ``<name>.list|get|create|delete``.
+    name: str
+    #: The identifier that names a node (``orgId``, ``teamId``, ``projectId``).
+    field: str
+    #: The parent level's model and the field that holds the parent (none for an org), and
+    #: whether a parent is required (a team needs its org; a project may stand alone).
+    parent_model: type[Any] | None
+    parent_attr: str
+    parent_required: bool
+
+
+_LEVELS: dict[type[Any], HierarchyLevel] = {
+    Organization: HierarchyLevel("org", "orgId", None, "", False),
+    Team: HierarchyLevel("team", "teamId", Organization, "org", True),
+    Project: HierarchyLevel("project", "projectId", Team, "team", False),
 }
+_Node = TypeVar("_Node", Organization, Team, Project)
+
+
+def hierarchy_level(model: type[Any]) -> HierarchyLevel:
+    """The level of the hierarchy ``model`` holds.
+
+    Raises:
+        KeyError: ``model`` is not ``Organization``, ``Team`` or ``Project``.
+    """
+    return _LEVELS[model]
 
 
 @transaction.atomic
-def hierarchy_create(ctx: TenantContext, model: type[Any], *, external_id: str, name: str = "",
-                     parent_id: str | None = None) -> Any:
-    """Create an org, team or project of ``ctx``'s tenant (see :data:`_LEVELS`), under the
-    parent level's node ``parent_id`` when one is given.
+def hierarchy_create(ctx: TenantContext, model: type[_Node], *, external_id: str, name: str = "",
+                     parent_id: str | None = None) -> _Node:
+    """Create an org, team or project of ``ctx``'s tenant (see :class:`HierarchyLevel`),
+    under the parent level's node ``parent_id`` when one is given.
 
     Raises:
         InvalidInput: ``external_id`` cannot be stored or addressed, or the parent is unknown.
@@ -313,7 +334,7 @@ def hierarchy_create(ctx: TenantContext, model: type[Any], *, external_id: str, 
     if parent_model is not None and (parent_id or parent_required):
         parent = parent_model.objects.filter(external_id=parent_id).first()
         if parent is None:
-            raise InvalidInput(f"Unknown {_LEVELS[parent_model][1]} {parent_id!r}.",
+            raise InvalidInput(f"Unknown {_LEVELS[parent_model].field} {parent_id!r}.",
                                operation=operation)
     if model.objects.filter(external_id=external_id).exists():
         raise AlreadyExists(f"{field} {external_id!r} exists.", operation=operation)
@@ -322,42 +343,24 @@ def hierarchy_create(ctx: TenantContext, model: type[Any], *, external_id: str, 
                                 **extra)
 
 
-@transaction.atomic
 def org_create(ctx: TenantContext, *, external_id: str, name: str = "") -> Organization:
-    """Create an organisation in ``ctx``'s tenant.
-
-    Raises:
-        InvalidInput: the ``external_id`` cannot be stored. AlreadyExists: it is taken (409).
-    """
-    org: Organization = hierarchy_create(ctx, Organization, external_id=external_id,
-                                          name=name, parent_id=None)
-    return org
+    """Create an organisation in ``ctx``'s tenant; raises as :func:`hierarchy_create`."""
+    return hierarchy_create(ctx, Organization, external_id=external_id, name=name)
 
 
-@transaction.atomic
 def team_create(ctx: TenantContext, *, external_id: str, org_id: str, name: str = "") -> Team:
-    """Create a team under the organisation whose ``orgId`` is ``org_id``.
-
-    Raises:
-        InvalidInput: the org does not exist. AlreadyExists: the ``external_id`` is taken.
-    """
-    team: Team = hierarchy_create(ctx, Team, external_id=external_id, name=name,
-                                   parent_id=org_id)
-    return team
+    """Create a team under the organisation whose ``orgId`` is ``org_id``; raises as
+    :func:`hierarchy_create` (``InvalidInput`` names an unknown org)."""
+    return hierarchy_create(ctx, Team, external_id=external_id, name=name, parent_id=org_id)
 
 
-@transaction.atomic
 def project_create(
     ctx: TenantContext, *, external_id: str, team_id: str | None = None, name: str = ""
 ) -> Project:
-    """Create a project, optionally under the team whose ``teamId`` is ``team_id``.
-
-    Raises:
-        InvalidInput: the team does not exist. AlreadyExists: the ``external_id`` is taken.
-    """
-    project: Project = hierarchy_create(ctx, Project, external_id=external_id, name=name,
-                                         parent_id=team_id)
-    return project
+    """Create a project, optionally under the team whose ``teamId`` is ``team_id``; raises as
+    :func:`hierarchy_create` (``InvalidInput`` names an unknown team)."""
+    return hierarchy_create(ctx, Project, external_id=external_id, name=name,
+                            parent_id=team_id)
 
 
 @transaction.atomic

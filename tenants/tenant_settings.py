@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memory_project.errors import InvalidInput
-from memory_project.validation import unstorable_text
 from tenants.config_cache import cached
 from tenants.context import TenantContext
+from tenants.input_checks import reject_unknown_keys, reject_unstorable
 from tenants.selectors import tenant_settings_of
 
 logger = logging.getLogger(__name__)
@@ -54,10 +54,7 @@ def register_section(name: str, keys: set[str] | frozenset[str],
 def _parse(spec: SectionSpec, values: Any, *, strict: bool = False) -> Any:
     if not isinstance(values, dict):
         raise InvalidInput(f"Settings section {spec.name!r} must be an object.")
-    unknown = set(values) - spec.keys
-    if unknown:
-        raise InvalidInput(f"Unknown {spec.name} setting(s): {', '.join(sorted(unknown))}.",
-                           details={"allowed": sorted(spec.keys)})
+    reject_unknown_keys(values, spec.keys, f"{spec.name} setting")
     if strict and spec.validate is not None:
         spec.validate(values)
     return spec.parse(values)
@@ -76,9 +73,7 @@ def validate_patch(patch: Any) -> dict[str, Any]:
     """
     if not isinstance(patch, dict):
         raise InvalidInput("settings must be an object.")
-    problem = unstorable_text(patch)
-    if problem:
-        raise InvalidInput(f"Invalid settings: {problem}")
+    reject_unstorable(patch, "settings")
     parsed: dict[str, Any] = {}
     for name, values in patch.items():
         spec = _sections.get(name)

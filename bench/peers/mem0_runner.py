@@ -20,7 +20,6 @@ import argparse
 import ipaddress
 import json
 import os
-import re
 import shutil
 import socket
 import sys
@@ -28,93 +27,36 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-# The parsing rules of bench/locomo.py, repeated here because this script runs without the
-# service (tests/bench/test_bench_peers.py checks that both read the same turns and questions).
-_SESSION_RE = re.compile(r"^session_(\d+)$")
-_DIA_RE = re.compile(r"D\d+:\d+")
-RETRIEVAL_CATEGORIES = (1, 2, 3, 4)
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+# LoCoMo is read as bench/locomo.py reads it, by the same plain-Python module: a package
+# import under the service (the tests), the file next to this one when run as a script.
+try:
+    from bench.peers import locomo_format as locomo
+except ModuleNotFoundError:
+    import locomo_format as locomo  # type: ignore[no-redef]
+
+Question = locomo.Question
+Turn = locomo.Turn
+questions, recall_at_k = locomo.questions, locomo.recall_at_k
 MEM0_DEFAULT_THRESHOLD = 0.1  # mem0's own default for Memory.search
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One dialogue turn (what ``import_locomo`` stores as one memory)."""
-
-    sample_id: str
-    session: int
-    session_date: str
-    speaker: str
-    dia_id: str
-    text: str
-    image_caption: str | None
-
-    @property
-    def content(self) -> str:
-        """``"<speaker>: <text>"`` plus the shared image's caption, as the service stores it."""
-        caption = f" [shares an image: {self.image_caption}]" if self.image_caption else ""
-        return f"{self.speaker}: {self.text}{caption}"
-
-
-@dataclass(frozen=True)
-class Question:
-    """A question of categories 1–4 with the turns that answer it."""
-
-    sample_id: str
-    question: str
-    category: int
-    evidence: tuple[str, ...]
 
 
 def load_samples(path: Path) -> list[dict[str, Any]]:
     """The samples of a LoCoMo-format file (a JSON list of conversations)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, list) or not all(
-        isinstance(s, dict) and "sample_id" in s and isinstance(s.get("conversation"), dict)
-        for s in data
-    ):
+    if not locomo.is_locomo(data):
         raise SystemExit(f"{path} is not a LoCoMo file (a list of samples).")
     return data
 
 
 def turns(sample: dict[str, Any]) -> Iterator[Turn]:
     """Every non-empty turn with a ``dia_id``, session by session."""
-    conversation = sample["conversation"]
-    sessions = sorted(int(m.group(1)) for key in conversation if (m := _SESSION_RE.match(key)))
-    for number in sessions:
-        date = str(conversation.get(f"session_{number}_date_time", ""))
-        for turn in conversation.get(f"session_{number}") or []:
-            if not (isinstance(turn, dict) and str(turn.get("text", "")).strip()
-                    and "dia_id" in turn):
-                continue
-            yield Turn(sample_id=str(sample["sample_id"]), session=number, session_date=date,
-                       speaker=str(turn.get("speaker", "")), dia_id=str(turn["dia_id"]),
-                       text=str(turn.get("text", "")).strip(),
-                       image_caption=turn.get("blip_caption") or None)
-
-
-def questions(sample: dict[str, Any]) -> Iterator[Question]:
-    """Questions of categories 1–4 that name at least one evidence turn."""
-    for qa in sample.get("qa") or []:
-        category = qa.get("category")
-        if category not in RETRIEVAL_CATEGORIES or not qa.get("question"):
-            continue
-        cited = " ".join(map(str, qa.get("evidence") or []))
-        evidence = tuple(dict.fromkeys(_DIA_RE.findall(cited)))
-        if evidence:
-            yield Question(str(sample["sample_id"]), str(qa["question"]), int(category), evidence)
-
-
-def recall_at_k(retrieved: list[str], evidence: tuple[str, ...], k: int) -> float:
-    """Fraction of the evidence turns among the first ``k`` retrieved turns' ``dia_id``s."""
-    top = set(retrieved[:k])
-    return sum(1 for e in evidence if e in top) / len(evidence)
+    for session in locomo.session_turns(sample):
+        yield from session
 
 
 class Scores:
@@ -131,7 +73,7 @@ class Scores:
         self.latencies.append(latency_ms)
         for k in self.ks:
             value = recall_at_k(retrieved, question.evidence, k)
-            self.by_category[CATEGORY_NAMES[question.category]][k].append(value)
+            self.by_category[locomo.CATEGORY_NAMES[question.category]][k].append(value)
             self.by_category["overall"][k].append(value)
 
     def report(self) -> dict[str, Any]:

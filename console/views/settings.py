@@ -6,6 +6,7 @@ jobs (django-celery-beat)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -201,6 +202,22 @@ def _members_url(access: ConsoleAccess) -> str:
     return reverse("console:settings", args=[access.tenant.slug]) + "#members"
 
 
+def _member_change(request: HttpRequest, access: ConsoleAccess,
+                   change: Callable[[], str]) -> HttpResponse:
+    """Run ``change`` (a change of a member that returns its success message) and go back to
+    the members list with that message, or with the error of a refused change; a user who is
+    not a member of this tenant answers 404."""
+    try:
+        done = change()
+    except NotFound:
+        return render(request, "console/not_found.html", status=404)
+    except MemoryServiceError as err:
+        messages.error(request, err.message)
+    else:
+        messages.success(request, done)
+    return redirect(_members_url(access))
+
+
 @require_POST
 @console_view(ConsoleRole.ADMIN)
 def member_add(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
@@ -226,18 +243,14 @@ def member_add(request: HttpRequest, access: ConsoleAccess) -> HttpResponse:
 def member_role(request: HttpRequest, access: ConsoleAccess, user_id: int) -> HttpResponse:
     """POST ``.../settings/members/<user id>/role/`` (``role``): change a member's role. A
     user who is not a member of this tenant (another tenant's, or none) answers 404."""
-    try:
+
+    def change() -> str:
         membership = console_users.console_member_role(
             access.ctx, user_id=user_id, role=request.POST.get("role", ""),
             acting_user=request.user)
-    except NotFound:
-        return render(request, "console/not_found.html", status=404)
-    except MemoryServiceError as err:
-        messages.error(request, err.message)
-    else:
-        messages.success(request, f"{membership.user.get_username()} is now "
-                                  f"{membership.get_role_display()}.")
-    return redirect(_members_url(access))
+        return f"{membership.user.get_username()} is now {membership.get_role_display()}."
+
+    return _member_change(request, access, change)
 
 
 @require_POST
@@ -245,13 +258,10 @@ def member_role(request: HttpRequest, access: ConsoleAccess, user_id: int) -> Ht
 def member_remove(request: HttpRequest, access: ConsoleAccess, user_id: int) -> HttpResponse:
     """POST ``.../settings/members/<user id>/remove/``: remove a member from this tenant (the
     user can no longer open its console). Not a member of this tenant: 404."""
-    try:
+
+    def change() -> str:
         user = console_users.console_member_remove(access.ctx, user_id=user_id,
                                                    acting_user=request.user)
-    except NotFound:
-        return render(request, "console/not_found.html", status=404)
-    except MemoryServiceError as err:
-        messages.error(request, err.message)
-    else:
-        messages.success(request, f"{user.get_username()} removed from {access.tenant.name}.")
-    return redirect(_members_url(access))
+        return f"{user.get_username()} removed from {access.tenant.name}."
+
+    return _member_change(request, access, change)

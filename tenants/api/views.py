@@ -23,9 +23,11 @@ class _HierarchyViewSet(
 ):
     """List, create, retrieve (by external id) and delete one level of the hierarchy.
 
-    A subclass names its ``level`` (``org``, ``team``, ``project``: its operations are
-    ``<level>.list|get|create|delete``), its ``model`` and the serializer field of its parent
-    level (``parent_field``), and is served by ``tenants.services.hierarchy_create``.
+    A subclass names its ``model``, ``serializer_class`` and ``queryset_selector``; the model's
+    level (``tenants.services.hierarchy_level``) gives its ``level`` (``org``, ``team``,
+    ``project``: its operations are ``<level>.list|get|create|delete``) and the serializer
+    field of its parent level (``parent_field``). ``tenants.services.hierarchy_create`` serves
+    its creations.
     """
 
     lookup_field = "external_id"
@@ -39,6 +41,8 @@ class _HierarchyViewSet(
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        level = services.hierarchy_level(cls.model)
+        cls.level, cls.parent_field = level.name, level.parent_attr or None
         cls.operation_name = {"list": f"{cls.level}.list", "retrieve": f"{cls.level}.get",
                               "create": f"{cls.level}.create",
                               "destroy": f"{cls.level}.delete"}
@@ -63,7 +67,6 @@ class _HierarchyViewSet(
 class OrganizationViewSet(_HierarchyViewSet):
     """Organisations of the caller's tenant (the ``org`` layer)."""
 
-    level = "org"
     model = Organization
     serializer_class = OrganizationSerializer
     queryset_selector = staticmethod(selectors.org_list)
@@ -72,9 +75,7 @@ class OrganizationViewSet(_HierarchyViewSet):
 class TeamViewSet(_HierarchyViewSet):
     """Teams of the caller's tenant (the ``team`` layer), each under an organisation."""
 
-    level = "team"
     model = Team
-    parent_field = "org"
     serializer_class = TeamSerializer
     queryset_selector = staticmethod(selectors.team_list)
 
@@ -82,8 +83,6 @@ class TeamViewSet(_HierarchyViewSet):
 class ProjectViewSet(_HierarchyViewSet):
     """Projects of the caller's tenant (the ``project`` layer), under a team or none."""
 
-    level = "project"
     model = Project
-    parent_field = "team"
     serializer_class = ProjectSerializer
     queryset_selector = staticmethod(selectors.project_list)
