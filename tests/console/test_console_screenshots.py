@@ -1,7 +1,8 @@
 """The console's main pages at desktop (1366 px) and phone (390 px) widths: each page is
 checked for what every page must have (one ``h1``, the skip link as the first stop of the
 keyboard, a label for every form control, alt text on images, ``lang``, text contrast of
-WCAG 2.1 AA, no sideways scrolling of the page at 390 px) and photographed.
+WCAG 2.1 AA, no sideways scrolling of the page at 390 px and no link, button or label cut
+off at its right edge outside a box that scrolls) and photographed.
 
 The photographs go to ``test-artifacts/screenshots/pages/``, or to the directory in
 ``CONSOLE_SCREENSHOTS``: ``make screenshots`` writes the README's copies to
@@ -48,6 +49,15 @@ PAGE_CHECKS = """() => {
   }
   const overflow = document.documentElement.scrollWidth - window.innerWidth;
   if (overflow > 1) problems.push("page scrolls sideways by " + overflow + " px");
+  for (const el of document.querySelectorAll("main a, main button, main label, main h1")) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || box.right <= window.innerWidth + 1) continue;
+    let scrolls = false;
+    for (let a = el.parentElement; a && !scrolls; a = a.parentElement) {
+      scrolls = ["auto", "scroll"].includes(getComputedStyle(a).overflowX);
+    }
+    if (!scrolls) problems.push("cut off at the right edge: " + el.textContent.trim().slice(0, 30));
+  }
   return problems.concat(lowContrast());
 }"""
 
