@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from console.access import membership_of
 from console.models import ConsoleRole
 from console.selectors import tenant_counts
-from console.views.platform import NEW_TENANT_SESSION
+from console.views.platform import NEW_TENANT_SESSION, platform_view
 from tenants.models import Tenant
 
 
@@ -41,7 +41,7 @@ SWITCH_PAGES = {
 }
 
 
-@login_required(login_url="console:login")
+@platform_view
 def switch(request: HttpRequest) -> HttpResponse:
     """GET ``/console/switch/?tenant=<slug>&page=<tab>``: redirect a platform admin to the
     same page (``page``, default the dashboard) of another active tenant.
@@ -49,9 +49,6 @@ def switch(request: HttpRequest) -> HttpResponse:
     Anyone else gets the console's 403 page; an unknown or inactive tenant the console's
     404 page.
     """
-    if not request.user.is_superuser:
-        return render(request, "console/forbidden.html", {"role": "not a platform admin"},
-                      status=403)
     slug = request.GET.get("tenant", "")[:100]
     if not Tenant.objects.filter(slug=slug, is_active=True).exists():
         return render(request, "console/not_found.html", status=404)

@@ -45,12 +45,10 @@ def _actor(request: HttpRequest) -> str:
 
 
 @require_POST
-@login_required(login_url="console:login")
+@platform_view
 def tenant_new(request: HttpRequest) -> HttpResponse:
     """POST ``/console/tenants/new/`` (``name``, optional ``slug``): create the tenant and
     an admin API key for it; the tenant list shows the key once after the redirect."""
-    if not request.user.is_superuser:
-        return _forbidden(request)
     try:
         tenant = tenant_create(name=request.POST.get("name", "")[:200],
                                slug=request.POST.get("slug", "")[:100] or None)
@@ -69,11 +67,9 @@ def tenant_new(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@login_required(login_url="console:login")
+@platform_view
 def tenant_active(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     """POST ``/console/tenants/<slug>/active/`` (``active``: ``on`` | ``off``)."""
-    if not request.user.is_superuser:
-        return _forbidden(request)
     tenant = Tenant.objects.filter(slug=tenant_slug).first()
     if tenant is None:
         return render(request, "console/not_found.html", status=404)
