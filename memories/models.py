@@ -64,6 +64,10 @@ class Memory(TenantOwnedModel):
     ``pruned_at`` marks a memory pruned by negative feedback (seed 001 "Memory-R1 Pruning"):
     it leaves search, recall and list. ``feedback_count``/``reward_sum`` are the running
     reward since creation or the last restore; ``restored_at`` is the last restore.
+
+    Seed 004's entry fields (``docs/storage-tiers.md``): ``TaskID`` is ``task_id``,
+    ``SessionID`` ``session_id``, ``Strength`` the stored ``confidence`` (decayed by
+    ``decay_rate`` since ``LastReview``), ``LastReview`` ``last_confirmed_at``.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
@@ -77,6 +81,10 @@ class Memory(TenantOwnedModel):
     team_id = models.CharField(max_length=255, null=True, blank=True)
     org_id = models.CharField(max_length=255, null=True, blank=True)
     company_id = models.CharField(max_length=255, null=True, blank=True)
+    #: The task the memory was written for (seed 004 ``TaskID``): an exact-match filter of list
+    #: and search, not a layer identifier (it changes neither the memory's layer nor whose
+    #: memory it is). ``NULL`` when the writer named none.
+    task_id = models.CharField(max_length=255, null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
     embedding_model = models.CharField(max_length=100, default="all-MiniLM-L6-v2")
@@ -154,6 +162,8 @@ class Memory(TenantOwnedModel):
             models.Index(fields=["tenant", "layer", "team_id", "id"], name="mem_team_idx"),
             models.Index(fields=["tenant", "layer", "org_id", "id"], name="mem_org_idx"),
             models.Index(fields=["tenant", "layer", "company_id", "id"], name="mem_company_idx"),
+            models.Index(fields=["tenant", "task_id", "id"], name="mem_task_idx",
+                         condition=models.Q(task_id__isnull=False)),
             models.Index(fields=["tenant", "content_hash"], name="mem_hash_idx"),
             GinIndex(fields=["metadata"], name="mem_metadata_gin", opclasses=["jsonb_path_ops"]),
             GinIndex(fields=["search_vector", "scope_key"], name="mem_keyword_gin"),

@@ -1,12 +1,13 @@
 """Metadata filters of seed 001 (``MetadataFilter``): tags (OR), source type, knowledge
-pointers, and custom fields with equality, contains and range operators.
+pointers, and custom fields with equality, contains and range operators; and the task a
+memory was written for (seed 004 ``TaskID``, the ``task_id`` column), matched exactly.
 
-JSON form (search body, ``filter``)::
+JSON form (search and recall body, ``filter``)::
 
-    {"tags": ["a", "b"], "sourceType": "manual", "hasKnowledgePointer": true,
+    {"tags": ["a", "b"], "sourceType": "manual", "hasKnowledgePointer": true, "taskId": "t1",
      "custom": {"priority": 3, "topic": {"contains": "db"}, "score": {"gte": 0.5, "lt": 1}}}
 
-Query-string form (list): ``tags=a,b&sourceType=manual&hasKnowledgePointer=true&
+Query-string form (list): ``tags=a,b&sourceType=manual&hasKnowledgePointer=true&taskId=t1&
 custom.priority=3&custom.topic__contains=db&custom.score__gte=0.5``. Dotted names reach
 nested fields (``custom.owner.team=core``).
 """
@@ -23,12 +24,15 @@ from django.db.models import CharField, Func, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from memory_project.errors import InvalidInput
-from memory_project.validation import unstorable_text
+from memory_project.validation import IDENTIFIER_PATTERN, unstorable_text
 
 SOURCE_TYPES = ("conversation", "tool_result", "knowledge_sync", "manual", "import")
 OPERATORS = ("eq", "contains", "gt", "gte", "lt", "lte")
 _FIELD_RE = re.compile(r"^[A-Za-z0-9_\-]{1,64}(\.[A-Za-z0-9_\-]{1,64}){0,4}$")
 MAX_CONDITIONS = 20
+#: The longest ``taskId`` (the ``task_id`` column's length, as for the layer identifiers).
+MAX_TASK_ID_LENGTH = 255
+_TASK_ID_RE = re.compile(IDENTIFIER_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class MetadataFilter:
     source_type: str | None = None
     has_knowledge_pointer: bool | None = None
     custom: tuple[Condition, ...] = field(default_factory=tuple)
+    #: Only memories of this task (``task_id`` equal); ``None``: any task or none.
+    task_id: str | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> MetadataFilter:
@@ -60,7 +66,7 @@ class MetadataFilter:
             return cls()
         if not isinstance(data, dict):
             raise InvalidInput("filter must be an object.")
-        unknown = set(data) - {"tags", "sourceType", "hasKnowledgePointer", "custom"}
+        unknown = set(data) - {"tags", "sourceType", "hasKnowledgePointer", "taskId", "custom"}
         if unknown:
             raise InvalidInput(f"Unknown filter key(s): {', '.join(sorted(unknown))}.")
         custom = data.get("custom") or {}
@@ -78,6 +84,7 @@ class MetadataFilter:
             source_type=_source_type(data.get("sourceType")),
             has_knowledge_pointer=_bool(data.get("hasKnowledgePointer"), "hasKnowledgePointer"),
             custom=_limit(conditions),
+            task_id=task_id_value(data.get("taskId"), name="filter.taskId"),
         )
 
     @classmethod
@@ -100,15 +107,22 @@ class MetadataFilter:
             for raw in params.getlist(key):
                 conditions.append(_condition(_path(name), op, _scalar(raw)))
         kp = params.get("hasKnowledgePointer")
+        task_ids = params.getlist("taskId")
+        if len(task_ids) > 1:
+            raise InvalidInput("taskId must be given once.")
         return cls(
             tags=_tags(tags or None),
             source_type=_source_type(params.get("sourceType")),
             has_knowledge_pointer=None if kp is None else _bool(_scalar(kp), "hasKnowledgePointer"),
             custom=_limit(conditions),
+            task_id=task_id_value(task_ids[0] if task_ids else None, name="taskId"),
         )
 
     def apply(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        """``queryset`` narrowed to memories whose ``metadata`` matches this filter."""
+        """``queryset`` narrowed to memories whose ``metadata`` (and ``task_id``) match this
+        filter."""
+        if self.task_id is not None:
+            queryset = queryset.filter(task_id=self.task_id)
         if self.tags:
             any_tag = Q()
             for tag in self.tags:
@@ -143,6 +157,28 @@ class MetadataFilter:
                                              output_field=CharField())}
                 ).filter(**{f"{alias}_type": json_type, f"{alias}__{cond.op}": cond.value})
         return queryset
+
+
+def task_id_value(value: Any, *, name: str = "taskId", operation: str = "") -> str | None:
+    """``value`` as a task id (seed 004 ``TaskID``): ``None`` stays ``None``, else a string of
+    1..255 characters matching ``IDENTIFIER_PATTERN`` (not blank, no NUL) without unpaired
+    surrogates, as a layer identifier. Used by the write path (``MemoryInput.task_id``) and by
+    the ``taskId`` filter.
+
+    Raises:
+        InvalidInput: not a string, blank, too long, or not storable (400 ``INVALID_INPUT``;
+            ``details.field`` names ``name``).
+    """
+    if value is None:
+        return None
+    if (not isinstance(value, str) or len(value) > MAX_TASK_ID_LENGTH
+            or not _TASK_ID_RE.fullmatch(value) or unstorable_text(value)):
+        raise InvalidInput(
+            f"{name} must be a non-blank string of at most {MAX_TASK_ID_LENGTH} characters, "
+            "without NUL or unpaired surrogate characters.",
+            operation=operation, details={"field": name, "maxLength": MAX_TASK_ID_LENGTH},
+        )
+    return value
 
 
 def _path(name: Any) -> tuple[str, ...]:

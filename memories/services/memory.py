@@ -16,7 +16,7 @@ from governance.services import enforce_write, policies_in_force
 from memories.embedding.embedders import content_hash, embed_texts, get_embedder
 from memories.models import HistoryAction, Kind, Memory, State
 from memories.restrictions import check_layer
-from memories.retrieval.filters import SOURCE_TYPES
+from memories.retrieval.filters import SOURCE_TYPES, task_id_value
 from memories.retrieval.partition import resolve_identifiers
 from memories.services.history import history_added, history_record, history_row
 from memories.services.references import base_importance_expression, importance_expression
@@ -39,7 +39,12 @@ MAX_METADATA_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class MemoryInput:
-    """One memory to add (seed 001 ``AddMemoryInput`` plus the scoring fields)."""
+    """One memory to add (seed 001 ``AddMemoryInput`` plus the scoring fields).
+
+    ``task_id``: the task the memory was written for (seed 004 ``TaskID``), ``None`` for none;
+    not a layer identifier (layer and scope do not depend on it), validated as one
+    (:func:`memories.retrieval.filters.task_id_value`).
+    """
 
     content: str
     layer: str
@@ -53,6 +58,7 @@ class MemoryInput:
     decay_rate: float = 0.0
     sensitive: bool = False
     private: bool = False
+    task_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,7 @@ def _build(ctx: TenantContext, item: MemoryInput, operation: str,
     content = validate_content(item.content, operation=operation)
     metadata = validate_metadata(item.metadata, operation=operation)
     context = validate_context(item.context, operation=operation)
+    task_id = task_id_value(item.task_id, operation=operation)
     if item.kind not in Kind.values:
         raise InvalidInput(f"Unknown kind {item.kind!r}.", details={"allowed": Kind.values})
     for name in ("importance", "confidence"):
@@ -187,6 +194,7 @@ def _build(ctx: TenantContext, item: MemoryInput, operation: str,
         decay_rate=item.decay_rate,
         sensitive=item.sensitive,
         private=item.private,
+        task_id=task_id,
         embedding_model=get_embedder().model_name,
         **columns,
     )
@@ -253,6 +261,7 @@ def memory_add(ctx: TenantContext, *, item: MemoryInput) -> AddResult:
         InvalidLayer: unknown layer (not retryable).
         MissingIdentifier: ``details.required`` names the layer's required identifiers.
         ContentTooLong: ``details.max_length`` gives the limit.
+        InvalidInput: bad metadata, context, kind, scoring field or ``task_id``.
         EmbeddingFailed: nothing is written.
     """
     return memory_bulk_add(ctx, items=[item])[0]

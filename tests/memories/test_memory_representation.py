@@ -27,21 +27,25 @@ def assert_same_rendering(memory: Memory) -> None:
 
 
 def test_a_fresh_memory_renders_as_drf_renders_it(tenant_a: Any) -> None:
-    memory = tenant_a.add("User likes green tea", metadata={"tags": ["tea"], "n": 3})
-    assert_same_rendering(reload(tenant_a, memory))
+    memory = reload(tenant_a, tenant_a.add("User likes green tea",
+                                           metadata={"tags": ["tea"], "n": 3}))
+    assert memory.task_id is None
+    assert_same_rendering(memory)
 
 
 def test_every_optional_part_set_renders_as_drf_renders_it(tenant_a: Any) -> None:
     memory = tenant_a.add("User keeps an inhaler in the car", layer="project",
                           identifiers={"projectId": "p1", "teamId": "t1"},
-                          importance=0.9, confidence=0.7, decay_rate=0.05,
+                          importance=0.9, confidence=0.7, decay_rate=0.05, task_id="task-42",
                           metadata={"source": {"type": "conversation"}, "nested": {"a": [1, None]}})
     set_fields(tenant_a, memory, last_confirmed_at=days_ago(3), last_referenced_at=days_ago(2),
                last_accessed_at=days_ago(1), reference_count=4, access_count=5,
                deleted_at=days_ago(0.5), pruned_at=days_ago(0.25), restored_at=days_ago(0.1),
                feedback_count=3, reward_sum=-1.5, sensitive=True, private=True,
                state="deleted", base_importance=None, context="the turn before")
-    assert_same_rendering(reload(tenant_a, memory))
+    reloaded = reload(tenant_a, memory)
+    assert_same_rendering(reloaded)
+    assert MemorySerializer().to_representation(reloaded)["taskId"] == "task-42"
 
 
 def test_the_embedding_variant_adds_the_embedding(tenant_a: Any) -> None:

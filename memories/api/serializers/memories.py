@@ -11,6 +11,7 @@ from rest_framework import serializers
 from memories.api.serializers.representation import memory_representation
 from memories.models import Kind, Memory, MemoryHistory
 from memories.retrieval.confidence import memory_confidence
+from memories.retrieval.filters import MAX_TASK_ID_LENGTH, task_id_value
 from memories.services.memory import MemoryInput
 from memory_project.errors import InvalidInput
 from memory_project.validation import (
@@ -35,6 +36,29 @@ IDENTIFIERS_SCHEMA = {
                           "pattern": IDENTIFIER_PATTERN, "nullable": True}
                    for name in IDENTIFIER_FIELDS},
 }
+
+
+TASK_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_TASK_ID_LENGTH,
+                  "pattern": IDENTIFIER_PATTERN, "nullable": True}
+
+
+@extend_schema_field(TASK_ID_SCHEMA)
+class TaskIdField(serializers.Field):
+    """``taskId`` (seed 004 ``TaskID``): a string checked like a layer identifier
+    (:func:`memories.retrieval.filters.task_id_value`), or ``null`` for no task."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str | None:
+        try:
+            return task_id_value(data)
+        except InvalidInput as err:
+            raise serializers.ValidationError(err.message) from None
+
+    def to_representation(self, value: Any) -> str | None:
+        return None if value is None else str(value)
 
 
 @extend_schema_field({"type": "string", "enum": [x.value for x in Layer]})
@@ -77,6 +101,9 @@ class MemoryWriteSerializer(serializers.Serializer):
                                        validators=[_finite])
     sensitive = StrictBooleanField(default=False)
     private = StrictBooleanField(default=False)
+    taskId = TaskIdField(required=False, default=None,
+                         help_text="The task the memory was written for (seed 004 TaskID); "
+                                   "an exact filter of list and search, not a layer identifier.")
 
     def to_input(self) -> MemoryInput:
         return memory_input(self.validated_data)
@@ -100,6 +127,7 @@ def memory_input(data: dict[str, Any]) -> MemoryInput:
         decay_rate=data["decayRate"],
         sensitive=data["sensitive"],
         private=data["private"],
+        task_id=data.get("taskId"),
     )
 
 
@@ -189,6 +217,7 @@ class MemorySerializer(serializers.ModelSerializer):
     """A memory entry (seed 001 ``MemoryEntry``) with its scoring and lifecycle fields."""
 
     identifiers = serializers.DictField(child=serializers.CharField(), read_only=True)
+    taskId = serializers.CharField(source="task_id", allow_null=True)
     decayRate = serializers.FloatField(source="decay_rate")
     lastConfirmedAt = serializers.DateTimeField(source="last_confirmed_at", allow_null=True)
     referenceCount = serializers.IntegerField(source="reference_count")
@@ -210,7 +239,8 @@ class MemorySerializer(serializers.ModelSerializer):
     class Meta:
         model = Memory
         fields = [
-            "id", "content", "layer", "identifiers", "metadata", "context", "kind", "scope",
+            "id", "content", "layer", "identifiers", "taskId", "metadata", "context", "kind",
+            "scope",
             "importance", "baseImportance", "confidence", "effectiveConfidence",
             "confidenceState", "decayRate", "lastConfirmedAt", "referenceCount",
             "lastReferencedAt", "accessCount", "lastAccessedAt", "sensitive", "private",

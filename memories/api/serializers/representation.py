@@ -50,6 +50,7 @@ def memory_representation(memory: Memory) -> dict[str, Any]:
         "content": memory.content,
         "layer": memory.layer,
         "identifiers": memory.identifiers,
+        "taskId": memory.task_id,
         "metadata": memory.metadata,
         "context": memory.context,
         "kind": memory.kind,
