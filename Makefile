@@ -57,7 +57,8 @@ lint: venv
 	$(PY) manage.py makemigrations --check --dry-run
 
 # Figures, not tests: ingest memories/s, REST search p50/p95 and REST overhead at 10k and
-# 100k, LoCoMo recall@k.
+# 100k, LoCoMo recall@k, and pgvector beside Qdrant's local mode on the 100k tenant (p50/p95,
+# recall@10 against exact search; the first run copies the tenant into var/bench/qdrant).
 bench: venv $(VECTOR_EXTRAS)
 	$(PY) manage.py bench
 

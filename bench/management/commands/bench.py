@@ -1,4 +1,5 @@
-"""``manage.py bench``: ingest throughput, REST search latency and LoCoMo recall@10.
+"""``manage.py bench``: ingest throughput, REST search latency, LoCoMo recall@10, and the
+pgvector and Qdrant vector backends side by side (latency, recall@10 against exact search).
 
 Prints figures, asserts nothing (``make bench``). Runs in its own database
 (``memory_bench``), kept between runs so that the large tenants are filled once.
@@ -10,7 +11,7 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import numpy as np
 from django.conf import settings
@@ -18,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from bench import dataset, layers, machine
+from bench import vectors as vector_bench
 from bench.http import Client, Server
 from bench.locomo import load_samples, questions, turns
 from bench.management.commands.eval_locomo import evaluate
@@ -28,7 +30,7 @@ from tenants.services import system_context
 
 DEFAULT_LOCOMO = Path(settings.BASE_DIR).parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 MODES = ("semantic", "keyword", "hybrid")
-PARTS = ("ingest", "search", "layers", "recall")
+PARTS = ("ingest", "search", "layers", "recall", "vectors")
 
 
 def percentiles(samples: list[float]) -> str:
@@ -37,7 +39,8 @@ def percentiles(samples: list[float]) -> str:
 
 
 class Command(BaseCommand):
-    help = "Benchmark: ingest memories/s, REST search p50/p95 at 10k and 100k, LoCoMo recall@10."
+    help = ("Benchmark: ingest memories/s, REST search p50/p95 at 10k and 100k, LoCoMo "
+            "recall@10, pgvector vs Qdrant (p50/p95, recall@10 against exact search).")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
@@ -88,6 +91,9 @@ class Command(BaseCommand):
             self._layers(tenants, asked)
         if "recall" in parts:
             self._recall_table(pool, opts["locomo"])
+        if "vectors" in parts:
+            vector_bench.run(large, asked, opts["queries"], self.say,
+                             cast(IO[str], self.stderr._out))
 
     def _layers(self, tenants: list[Tenant], asked: list[str]) -> None:
         self.say("\nthree equal layers, hybrid, ms per search (p50 p95): sequential vs threads")
