@@ -76,6 +76,20 @@ def job_enqueue(ctx: TenantContext, *, task: str, args: Sequence[Any] = (),
     return job
 
 
+def job_defer(ctx: TenantContext, *, task: str, args: Sequence[Any] = (),
+              kwargs: dict[str, Any] | None = None, queue: str = "") -> QueuedJob:
+    """Queue a call of ``task`` like :func:`job_enqueue`, but leave it in the outbox for the
+    next drain (every 30 s) instead of handing it over at commit: for a job that found a
+    dependency down and tries again later (``memories.tiers.l3``). Must run inside ``ctx``'s
+    tenant scope.
+
+    Raises:
+        MissingTenantContext: called outside a tenant scope.
+    """
+    return QueuedJob.objects.create(tenant_id=ctx.tenant_id, task=task, args=list(args),
+                                    kwargs=kwargs or {}, queue=queue)
+
+
 def _send_one(ctx: TenantContext, job_id: Any) -> None:
     """After commit: hand one job to the broker unless a drain holds it already. The
     database going away meanwhile leaves the job in the outbox for the drain (if the broker

@@ -16,13 +16,19 @@ class MemoriesConfig(AppConfig):
         from memories.embedding.readiness import embedding_model_probe, warm_up
         from memories.retrieval.pgvector_backend import build
         from memories.services import lifecycle
+        from memories.services.deletion import memories_erased
+        from memories.signals import memories_restored, memories_soft_deleted, memories_stored
         from memories.telemetry import StorageSizeCollector
+        from memories.tiers.receivers import on_memories_changed
         from memory_project.health import register_required
         from memory_project.metrics import register_scrape_collector
         from memory_project.warmup import register_warmup
         from vectors.registry import register
 
         register("pgvector", build)
+        for signal in (memories_stored, memories_soft_deleted, memories_restored,
+                       memories_erased):
+            signal.connect(on_memories_changed, dispatch_uid=f"l3.{id(signal)}")
         register_review_executor(ReviewKind.PROMOTION_BLOCKED, lifecycle.review_promotion_approved)
         register_review_executor(ReviewKind.POLICY_HIT, lifecycle.review_policy_hit_approved)
         register_required("embeddingModel", embedding_model_probe)

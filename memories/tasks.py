@@ -17,6 +17,7 @@ from django.db import OperationalError
 
 from jobs.services import job_enqueue
 from memories.services.reembed import memories_reembed
+from memories.tiers.l3 import l3_sync as l3_sync_memories
 from tenants.entry import each_tenant, tenant_task
 from tenants.entry import tenant_job as entry_job
 
@@ -80,3 +81,11 @@ def memory_reembed(tenant_id: str, memory_ids: list[str]) -> dict[str, Any]:
     (``memories.services.reembed.memories_reembed``: idempotent, exactly once in effect even
     when the message is delivered again after a worker died)."""
     return tenant_task(tenant_id, "job:reembed", memories_reembed, memory_ids=memory_ids)
+
+
+@shared_task(name="memories.l3_sync", **TASK_OPTIONS)
+def l3_sync(tenant_id: str, memory_ids: list[str]) -> dict[str, Any]:
+    """Bring L3 (a vector backend other than pgvector) in line with L2 for a batch of one
+    tenant's memories (``memories.tiers.l3.l3_sync``: idempotent; an unavailable backend
+    leaves the batch in the outbox)."""
+    return tenant_task(tenant_id, "job:l3_sync", l3_sync_memories, memory_ids=memory_ids)

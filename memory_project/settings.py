@@ -274,10 +274,8 @@ MEMORY_MAX_QUERY_LENGTH = env_int("MEMORY_MAX_QUERY_LENGTH", 2000)
 MEMORY_MAX_BULK_ITEMS = env_int("MEMORY_MAX_BULK_ITEMS", 500)
 MEMORY_DEFAULT_THRESHOLD = env_float("MEMORY_DEFAULT_THRESHOLD", 0.7)
 MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 100)
-# A starved filtered HNSW scan is retried once this wide (pgvector's maximum is 1000).
-MEMORY_HNSW_EF_SEARCH_MAX = env_int("MEMORY_HNSW_EF_SEARCH_MAX", 1000)
-# Partitions smaller than this are ranked by an exact scan instead of HNSW
-# (docs/performance.md, "Semantic search").
+MEMORY_HNSW_EF_SEARCH_MAX = env_int("MEMORY_HNSW_EF_SEARCH_MAX", 1000)  # a starved scan's widest
+# Partitions smaller than this are ranked by an exact scan instead of HNSW (performance.md).
 MEMORY_EXACT_SCAN_MAX_ROWS = env_int("MEMORY_EXACT_SCAN_MAX_ROWS", 2000)
 # Search and recall count their references after the response, on a background thread
 # (memory_project.after_response); off: in the request's thread as the response closes.
@@ -285,6 +283,9 @@ AFTER_RESPONSE_IN_BACKGROUND = env_bool("AFTER_RESPONSE_IN_BACKGROUND", True)
 # Threads per process that run a search's per-layer semantic and keyword queries at the same
 # time (memories.retrieval.concurrency); below 2, they run one after another.
 MEMORY_SEARCH_THREADS = env_int("MEMORY_SEARCH_THREADS", 4)
+# L1 of seed 004 (memories/tiers/l1.py): entries per process (0: off), and their lifetime.
+MEMORY_L1_CACHE_SIZE = env_int("MEMORY_L1_CACHE_SIZE", 10_000)
+MEMORY_L1_TTL_SECONDS = env_float("MEMORY_L1_TTL_SECONDS", 300.0)
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 # Texts per forward pass, sorted by length: a batch pads to its longest (performance.md).
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 8)
@@ -292,9 +293,8 @@ EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 8)
 # into EMBEDDING_ONNX_DIR; same vectors, less CPU) or "torch" (sentence-transformers).
 EMBEDDING_RUNTIME = env_choice("EMBEDDING_RUNTIME", "onnx", ("onnx", "torch"))
 EMBEDDING_ONNX_DIR = env_str("EMBEDDING_ONNX_DIR", str(VAR_DIR / "models"))
-# torch's intra-op threads for the model. One: on 2 cores shared with PostgreSQL and other
-# workers, two threads spin against each other (docs/performance.md, "Embeddings").
-# 0: torch decides.
+# torch's intra-op threads for the model (0: torch decides). One: on 2 cores shared with
+# PostgreSQL and other workers, two threads spin against each other (performance.md).
 EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # Load the local model when a web worker boots (memory_project/wsgi.py).
 EMBEDDING_WARMUP = env_bool("EMBEDDING_WARMUP", True)

@@ -65,6 +65,7 @@ PERMISSIONS: dict[str, tuple[str, str, Rule]] = {
     "memory.add": ("POST", "/memories", Rule(_W, True)),
     "memory.bulk_add": ("POST", "/memories/bulk", Rule(_W, True)),
     "memory.get": ("GET", "/memories/{id}", Rule(_R, True)),
+    "memory.batch_get": ("POST", "/memories/batch-get", Rule(_R, True)),
     "memory.update": ("PATCH", "/memories/{id}", Rule(_W, True)),
     "memory.delete": ("DELETE", "/memories/{id}", Rule(_W, True)),
     "memory.delete_hard": ("DELETE", "/memories/{id}?hard=true", Rule(_M, False)),

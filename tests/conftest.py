@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from memories.models import Memory
 from memories.services.memory import MemoryInput, memory_add
+from memories.tiers.l1 import l1_reset
 from tenants import services as tenant_services
 from tenants.context import TenantContext, tenant_scope
 from tenants.layers import LayerIdentifiers
@@ -33,6 +34,7 @@ def django_db_setup(django_test_environment: Any, django_db_blocker: Any,
             connections[alias].close()
             connections[alias].creation.set_as_test_mirror(owner.settings_dict)
     yield
+    l1_reset()  # its listener's connection would keep the test database open
     with django_db_blocker.unblock():
         connections["platform"].close()
         default.close()

@@ -40,6 +40,7 @@ CALLS: dict[str, tuple[str, str, Any]] = {
     "memory.add": ("post", "/api/v1/memories", {}),
     "memory.bulk_add": ("post", "/api/v1/memories/bulk", {}),
     "memory.get": ("get", "/api/v1/memories/{memory}", None),
+    "memory.batch_get": ("post", "/api/v1/memories/batch-get", {"ids": ["{memory}"]}),
     "memory.update": ("patch", "/api/v1/memories/{memory}", {}),
     "memory.delete": ("delete", "/api/v1/memories/{memory}", None),
     "memory.delete_hard": ("delete", "/api/v1/memories/{memory}?hard=true", None),

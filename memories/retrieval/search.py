@@ -3,7 +3,8 @@
 Per layer the caller can reach:
 
 - semantic: pgvector cosine distance over the HNSW index, top ``limit``, cosine similarity
-  ≥ ``threshold`` (default 0.7, seed 001); see ``memories.retrieval.semantic``.
+  ≥ ``threshold`` (default 0.7, seed 001); see ``memories.retrieval.semantic``; with another
+  vector backend configured, its nearest neighbours (``memories.tiers.l3``).
 - keyword: Okapi BM25 over the generated ``search_vector`` (see ``memories.retrieval.keyword``).
 - hybrid (default): both lists, read ``POOL_DEPTH`` deep, widened by the neighbours of the
   best keyword matches and ordered by a learned reranker (``memories.retrieval.fusion``);
@@ -14,9 +15,8 @@ Per layer the caller can reach:
   memories the knowledge graph links to the entities the query names, within that many hops
   (``memories.retrieval.expansion``), ordered by cosine similarity to the query.
 
-Layers are then merged by precedence (agent first), then score; a result whose cosine
-similarity to an already kept result of a higher-precedence layer is ≥ 0.95 is dropped
-(seed 001 "Layer Precedence Merging").
+Layers are then merged by precedence (agent first), then score, near-duplicates dropped
+(``memories.retrieval.merge``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from typing import Any, cast
 
 import numpy as np
 from django.conf import settings
-from django.db import connection
 from django.db.models import Q, QuerySet
 from pgvector.django import CosineDistance
 
@@ -44,6 +43,7 @@ from memories.retrieval.filters import MetadataFilter
 from memories.retrieval.fusion import POOL_DEPTH, RRF_K, reranked, rrf
 from memories.retrieval.hits import SearchHit, order_within_layer, similarity_of
 from memories.retrieval.keyword import bm25
+from memories.retrieval.merge import merge_by_precedence
 from memories.retrieval.partition import (
     layer_queryset,
     partition_is,
@@ -51,16 +51,23 @@ from memories.retrieval.partition import (
     populated_layers,
     resolve_identifiers,
 )
-from memories.retrieval.semantic import semantic_list
 from memories.selectors.activity import activity_record_after_response
 from memories.telemetry import results_observed
+from memories.tiers.l3 import pushdown, semantic_candidates
 from memory_project.errors import InvalidInput, QueryTooLong
+from memory_project.resilience import mark_degraded
 from tenants import config_cache
 from tenants.context import TenantContext
-from tenants.layers import PRECEDENCE, Layer, LayerIdentifiers, accessible_layers, parse_layer
+from tenants.layers import (
+    Layer,
+    LayerIdentifiers,
+    accessible_layers,
+    parse_layer,
+    require_identifiers,
+)
 from tenants.tenant_settings import section
+from vectors.base import Filter
 
-DEDUP_SIMILARITY = 0.95
 MAX_LIMIT = 100
 
 
@@ -239,17 +246,19 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
 
 
 def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarray | None,
-               threshold: float, partition_lexeme: str,
+               threshold: float, partition_lexeme: str, layer_filter: Filter | None = None,
                ) -> tuple[Callable[[], list[Memory]] | None, Callable[[], list[Memory]] | None]:
     """A layer's semantic and keyword lists, as two independent jobs; ``None`` where the
     mode has no such list (no job is started for it). ``partition_lexeme``: the layer scope's
     lexeme (``partition.partition_lexeme``): the keyword list narrows ``base`` by it (one GIN scan
-    per term) and reads its postings."""
+    per term) and reads its postings. ``layer_filter``: what a vector backend other than
+    pgvector is asked to filter on (``memories.tiers.l3.pushdown``)."""
     mode, limit = request.mode, request.depth
     semantic: Callable[[], list[Memory]] | None = None
     keyword: Callable[[], list[Memory]] | None = None
     if mode in (Mode.SEMANTIC, Mode.HYBRID) and vector is not None:
-        semantic = partial(semantic_list, base, vector, limit, threshold)
+        semantic = partial(semantic_candidates, base, vector, limit, threshold,
+                           layer_filter=layer_filter)
     if mode in (Mode.KEYWORD, Mode.HYBRID):
         keyword = partial(_keyword, base.filter(partition_is(partition_lexeme)), request.query,
                           limit, vector, partition_lexeme)
@@ -276,37 +285,6 @@ def graph_list(base: QuerySet[Memory], linked: list[Any], vector: np.ndarray,
     return list(base.defer(*UNSERVED_COLUMNS).filter(pk__in=linked)
                 .annotate(distance=CosineDistance("embedding", vector))
                 .order_by("distance", "pk")[:limit])
-
-
-_NEAR_DUPLICATES_SQL = """
-SELECT a.id, b.id FROM memories_memory a JOIN memories_memory b ON a.id < b.id
-WHERE a.id = ANY(%s) AND b.id = ANY(%s) AND a.layer <> b.layer
-  AND (a.embedding <=> b.embedding) <= %s
-"""
-
-
-def near_duplicates(candidates: list[SearchHit]) -> set[frozenset[Any]]:
-    """Pairs of candidates from different layers whose cosine similarity is ≥ 0.95
-    (computed in PostgreSQL, so no vector leaves the database)."""
-    if len({c.layer for c in candidates}) < 2:
-        return set()
-    ids = [c.memory.pk for c in candidates]
-    with connection.cursor() as cursor:
-        cursor.execute(_NEAR_DUPLICATES_SQL, [ids, ids, 1.0 - DEDUP_SIMILARITY])
-        return {frozenset(row) for row in cursor.fetchall()}
-
-
-def merge_by_precedence(candidates: list[SearchHit]) -> list[SearchHit]:
-    """Sort by layer precedence then score, and drop near-duplicates (cosine ≥ 0.95) of a
-    result already kept from a higher-precedence layer (seed 001 ``mergeSearchResults``)."""
-    ordered = sorted(candidates, key=lambda c: (PRECEDENCE[c.layer], *order_within_layer(c)))
-    pairs = near_duplicates(ordered)
-    kept: list[SearchHit] = []
-    for cand in ordered:
-        if pairs and any(frozenset((cand.memory.pk, k.memory.pk)) in pairs for k in kept):
-            continue
-        kept.append(cand)
-    return kept
 
 
 def memory_search(ctx: TenantContext, request: SearchRequest, *, concurrent: bool = False
@@ -368,9 +346,12 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
             continue
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
         narrowed[layer] = (scoped, partition_lexeme(ctx.tenant_id, layer, identifiers))
-        planned.extend(_list_jobs(scoped, request, vector, threshold, narrowed[layer][1]))
+        planned.extend(_list_jobs(scoped, request, vector, threshold, narrowed[layer][1],
+                                  pushdown(layer, require_identifiers(layer, identifiers))))
     done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
     lists = [next(done) if job else [] for job in planned]
+    if any(getattr(found, "degraded", False) for found in lists):
+        mark_degraded("vector_backend")  # L3 down: exact scans in PostgreSQL stood in
     linked = expanded_ids(ctx, query, request.graph_hops) if vector is not None else []
     candidates: list[SearchHit] = []
     total = 0

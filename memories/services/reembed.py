@@ -15,6 +15,7 @@ from django.db.models import F
 from jobs.services import job_enqueue
 from memories.embedding.embedders import embed_texts, get_embedder
 from memories.models import Memory
+from memories.tiers.l3 import l3_queue
 from tenants.context import TenantContext
 
 
@@ -35,7 +36,7 @@ def memories_reembed(ctx: TenantContext, *, memory_ids: list[Any]) -> dict[str, 
             is left as it was).
     """
     model = get_embedder().model_name
-    done = 0
+    done: list[Any] = []
     for pk in memory_ids:
         with transaction.atomic():
             memory = (Memory.objects.select_for_update().filter(pk=pk)
@@ -45,8 +46,9 @@ def memories_reembed(ctx: TenantContext, *, memory_ids: list[Any]) -> dict[str, 
             (vector, _), = embed_texts(ctx.tenant_id, [memory.content])
             Memory.objects.filter(pk=pk).update(embedding=vector, embedding_model=model,
                                                 version=F("version") + 1)
-            done += 1
-    return {"reembedded": done, "skipped": len(memory_ids) - done}
+            done.append(pk)
+    l3_queue(ctx, done)
+    return {"reembedded": len(done), "skipped": len(memory_ids) - len(done)}
 
 
 def reembed_enqueue(ctx: TenantContext, *, batch_size: int = 100) -> tuple[int, int]:

@@ -23,7 +23,7 @@ AGENT = {"agentId": "a1", "userId": "u1", "sessionId": "s1"}
 def lists_run() -> Iterator[list[str]]:
     """Records ``"semantic"`` / ``"keyword"`` for every list a search computes."""
     calls: list[str] = []
-    semantic, keyword = search.semantic_list, search._keyword
+    semantic, keyword = search.semantic_candidates, search._keyword
 
     def semantic_recorded(*args: Any, **kwargs: Any) -> Any:
         calls.append("semantic")
@@ -33,12 +33,12 @@ def lists_run() -> Iterator[list[str]]:
         calls.append("keyword")
         return keyword(*args, **kwargs)
 
-    search.semantic_list = semantic_recorded  # type: ignore[assignment]
+    search.semantic_candidates = semantic_recorded  # type: ignore[assignment]
     search._keyword = keyword_recorded  # type: ignore[assignment]
     try:
         yield calls
     finally:
-        search.semantic_list = semantic  # type: ignore[assignment]
+        search.semantic_candidates = semantic  # type: ignore[assignment]
         search._keyword = keyword  # type: ignore[assignment]
 
 

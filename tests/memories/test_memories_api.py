@@ -390,7 +390,8 @@ class TestMemoryApiContract(TenantApiContract):
     """The tenant API contract (``tests.contract``) for this module's endpoints."""
 
     operations = (
-        'memory.add', 'memory.bulk_add', 'memory.get', 'memory.update', 'memory.delete',
+        'memory.add', 'memory.bulk_add', 'memory.get', 'memory.batch_get', 'memory.update',
+        'memory.delete',
         'memory.delete_hard', 'memory.bulk_delete', 'memory.bulk_delete_hard',
         'memory.list', 'memory.restore', 'memory.history', 'memory.erase',
         'memory.export', 'capabilities.get',

@@ -91,6 +91,11 @@ def delete_memory(a, t):
     return a.client.delete(f"{M}/{t['memory']}")
 
 
+@case("memory-batch-get", "post")
+def batch_get_memories(a, t):
+    return post(a.client, f"{M}/batch-get", {"ids": [t["memory"]], "includeVector": True})
+
+
 @case("memory-bulk-delete", "post")
 def bulk_delete_memories(a, t):
     return post(a.client, f"{M}/bulk-delete", {"ids": [t["memory"], t["memory"]]})

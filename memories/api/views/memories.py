@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -12,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memories.api.params import bool_param, int_param, only_params
+from memories.api.serializers.entries import BatchGetSerializer, entry_json
 from memories.api.serializers.memories import (
     BulkAddSerializer,
     BulkDeleteSerializer,
@@ -34,6 +36,7 @@ from memories.retrieval.filters import SOURCE_TYPES, MetadataFilter
 from memories.retrieval.recall import memory_recall
 from memories.retrieval.search import memory_search
 from memories.selectors import memory as selectors
+from memories.selectors.entries import memory_batch_get
 from memories.services import deletion, feedback, references
 from memories.services import memory as services
 from memory_project.errors import InvalidInput, MemoryNotFound
@@ -91,6 +94,7 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         "bulk_delete": "memory.bulk_delete", "list": "memory.list",
         "search": "memory.search", "recall": "memory.recall", "restore": "memory.restore",
         "history": "memory.history", "feedback": "memory.feedback", "erase": "memory.erase",
+        "batch_get": "memory.batch_get",
     }
 
     def operation_for(self, request: Request) -> str | None:
@@ -155,6 +159,27 @@ class MemoryViewSet(TenantScopedViewSetMixin, viewsets.GenericViewSet):
         memory.refresh_from_db()
         response = Response({"memory": _memory(memory, request)})
         response["ETag"] = f'"{memory.version}"'
+        return response
+
+    @extend_schema(request=BatchGetSerializer, responses={200: inline_serializer(
+        "BatchGetOutput", {"entries": serializers.ListField(child=serializers.DictField()),
+                           "missing": serializers.ListField(child=serializers.CharField())})})
+    @action(detail=False, methods=["post"], url_path="batch-get")
+    def batch_get(self, request: Request) -> Response:
+        """Get up to 100 memory entries by id in one call (seed 004 "Batch retrieve"), served
+        by L1, then L2, then L3; ids found nowhere (another tenant's included) are listed in
+        ``missing``. ``X-Memory-Tiers`` says how many entries each tier served."""
+        body = BatchGetSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        ctx = require_context()
+        found = memory_batch_get(ctx, ids=body.validated_data["ids"])
+        references.memory_references_record_after_response(
+            ctx, memory_ids=[uuid.UUID(entry.id) for entry in found.entries])
+        include_vector = body.validated_data["includeVector"]
+        response = Response({
+            "entries": [entry_json(e, include_vector=include_vector) for e in found.entries],
+            "missing": found.missing})
+        response["X-Memory-Tiers"] = ", ".join(f"{k}={v}" for k, v in found.tiers.items())
         return response
 
     @extend_schema(request=MemoryUpdateSerializer, responses={200: dict})
