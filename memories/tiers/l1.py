@@ -141,10 +141,11 @@ class _Listener:
             self.cache.clear()
             self.cache.listening.set()
             while not self.stopped.is_set():
-                batch = [parse_payload(n.payload) for n in conn.notifies(timeout=1.0)]
-                keys = [k for k in batch if k is not None]
-                if keys:
-                    self.cache.invalidate(keys)
+                # Each notification as it arrives; the timeout only lets the loop see ``stopped``.
+                for note in conn.notifies(timeout=1.0):
+                    key = parse_payload(note.payload)
+                    if key is not None:
+                        self.cache.invalidate([key])
 
 
 _lock = threading.Lock()
