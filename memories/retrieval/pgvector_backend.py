@@ -8,7 +8,7 @@ The memories table is both the system of record and the vector store, so:
 - ``upsert`` sets the vectors of existing memories (it creates none; metadata stay the row's
   own); ``delete`` removes nothing: a memory's vector goes when the memory is deleted;
 - ``get``/``search``/``scan`` see memories that are not deleted; metadata are the row's
-  ``metadata`` plus its layer, kind, scope and identifiers (filters on those keys use the
+  ``metadata`` plus its layer, kind, scope, identifiers and task (filters on those keys use the
   columns, other keys the ``metadata`` JSON);
 - search with the cosine metric is today's semantic search (``memories.retrieval.semantic.nearest``:
   HNSW with ``hnsw.ef_search``, exact scans for small scopes); L2 and inner product order by
@@ -52,14 +52,14 @@ from vectors.errors import BackendRequestFailed
 
 #: Metadata keys served by the memory's own columns.
 COLUMNS = ("layer", "kind", "scope", "agent_id", "user_id", "session_id", "project_id",
-           "team_id", "org_id", "company_id")
+           "team_id", "org_id", "company_id", "task_id")
 #: pgvector's limit for indexed vectors (HNSW and IVFFlat, ``vector`` type).
 MAX_INDEXED_DIMENSIONS = 2000
 
 
 def row_metadata(memory: Memory) -> dict[str, MetadataValue]:
     """A memory's metadata as the vector backends see it: its scalar ``metadata`` entries,
-    then its layer, kind, scope and the identifiers that are set."""
+    then its layer, kind, scope, and the identifiers and task that are set."""
     meta: dict[str, MetadataValue] = {
         k: v for k, v in (memory.metadata or {}).items()
         if isinstance(v, str | int | float | bool)}

@@ -8,7 +8,7 @@ state, **and** no history row either (every add, delete, purge and erasure leave
 an erasure keeps its ``erase`` row): the case of a PostgreSQL restored from a backup older
 than the vector backend's copy, or of vectors loaded with ``vector_copy`` from elsewhere.
 
-What comes back is what L3 keeps: the text, the vector, the layer, kind, scope and
+What comes back is what L3 keeps: the text, the vector, the layer, kind, scope, task and
 identifiers, and the scalar metadata (``memories.retrieval.pgvector_backend.row_metadata``);
 scores start at their defaults. Each promotion writes an ``add`` history row with
 ``details.recoveredFrom = "l3"`` and one ``memories_recovered`` audit entry, and is stored
@@ -61,7 +61,8 @@ def _memory_of(ctx: TenantContext, record: VectorRecord) -> Memory | None:
         id=record.id, tenant_id=ctx.tenant_id, content=record.text,
         content_hash=content_hash(record.text), layer=layer.value,
         kind=str(columns["kind"] or Kind.FACT), scope=str(columns["scope"] or "global"),
-        metadata=meta, embedding=list(record.vector), **identifier_columns)
+        task_id=columns["task_id"], metadata=meta, embedding=list(record.vector),
+        **identifier_columns)
 
 
 @transaction.atomic

@@ -38,7 +38,7 @@ from pgvector.django import CosineDistance
 
 from jobs.services import job_defer, job_enqueue
 from memories.models import UNSERVED_COLUMNS, Memory, State
-from memories.retrieval.pgvector_backend import row_metadata
+from memories.retrieval.pgvector_backend import COLUMNS, row_metadata
 from memories.retrieval.semantic import semantic_list
 from memory_project.errors import ServiceUnavailable
 from tenants.context import TenantContext, require_context
@@ -83,7 +83,8 @@ def l3_queue(ctx: TenantContext, memory_ids: Sequence[Any]) -> int:
 
 def l3_sync(ctx: TenantContext, memory_ids: Sequence[str]) -> dict[str, int]:
     """Make L3 hold exactly the vectors of ``memory_ids`` that L2 holds live: upsert the
-    memories that exist, are not deleted and have a vector; delete the rest.
+    memories that exist and are not deleted (vector, text, ``row_metadata``); delete the
+    rest.
 
     Returns:
         ``{"upserted": n, "deleted": m, "deferred": d}``; ``deferred`` counts the ids put
@@ -93,10 +94,7 @@ def l3_sync(ctx: TenantContext, memory_ids: Sequence[str]) -> dict[str, int]:
         return {"upserted": 0, "deleted": 0, "deferred": 0}
     ids = [str(i) for i in memory_ids]
     rows = (Memory.objects.filter(pk__in=ids).exclude(state=State.DELETED)
-            .exclude(embedding=None).only(
-                "id", "content", "embedding", "metadata", "layer", "kind", "scope",
-                "agent_id", "user_id", "session_id", "project_id", "team_id", "org_id",
-                "company_id"))
+            .only("id", "content", "embedding", "metadata", *COLUMNS))
     records = [VectorRecord(id=str(m.pk), vector=tuple(float(x) for x in m.embedding),
                             metadata=row_metadata(m), text=m.content) for m in rows]
     live = {r.id for r in records}

@@ -177,7 +177,7 @@ def _l3_only(tenant: Any, qdrant: Qdrant, text: str, memory_id: str) -> None:
     call(qdrant.backend.upsert, str(tenant.tenant.id), [VectorRecord(
         id=memory_id, vector=tuple(float(x) for x in np.asarray(vector)), text=text,
         metadata={"layer": "user", "user_id": "u1", "kind": "fact", "scope": "global",
-                  "company_id": tenant.tenant.slug, "source": "import"})])
+                  "company_id": tenant.tenant.slug, "task_id": "t-7", "source": "import"})])
 
 
 def test_an_entry_only_l3_holds_is_promoted_to_l2_and_l1(tenant_a, tenant_b, qdrant) -> None:
@@ -190,7 +190,7 @@ def test_an_entry_only_l3_holds_is_promoted_to_l2_and_l1(tenant_a, tenant_b, qdr
     entry = body(first)["entries"][0]
     assert entry["content"] == "Maria's passport number ends in 42"
     assert entry["layer"] == "user" and entry["identifiers"]["userId"] == "u1"
-    assert entry["metadata"] == {"source": "import"}
+    assert entry["metadata"] == {"source": "import"} and entry["taskId"] == "t-7"
     with tenant_scope(tenant_a.ctx):
         assert Memory.objects.filter(pk=memory_id).exists()
         history = MemoryHistory.objects.get(memory_id=memory_id)
