@@ -144,10 +144,29 @@ def _redis_get_many(keys: list[str]) -> dict[str, bytes]:
         return {}
 
 
-def _redis_set_many(values: dict[str, bytes]) -> None:
+def _query_index_key(tenant_id: uuid.UUID) -> str:
+    """The Redis set of a tenant's query entries (their full Redis keys), so that an erasure
+    deletes them without scanning the whole keyspace."""
+    return cache.make_key(f"emb:query-index:{tenant_id}")
+
+
+def _store(values: dict[str, bytes], tenant_id: uuid.UUID, kind: str) -> None:
+    """Write ``values`` with the cache's TTL; query entries also join the tenant's index
+    (one pipeline), whose TTL follows its newest entry's."""
+    ttl = settings.EMBEDDING_CACHE_TTL_SECONDS
+    cache.set_many(values, timeout=ttl)
+    if kind == "query" and values:
+        client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+        index = _query_index_key(tenant_id)
+        pipe = client.pipeline(transaction=False)
+        pipe.sadd(index, *(cache.make_key(k) for k in values))
+        pipe.expire(index, ttl)
+        pipe.execute()
+
+
+def _redis_set_many(values: dict[str, bytes], tenant_id: uuid.UUID, kind: str) -> None:
     try:
-        call_guarded(REDIS, cache.set_many, values,
-                     timeout=settings.EMBEDDING_CACHE_TTL_SECONDS)
+        call_guarded(REDIS, _store, values, tenant_id, kind)
     except Exception as exc:
         logger.warning("embedding cache unavailable (write): %s", exc)
         mark_degraded("cache")
@@ -222,7 +241,8 @@ def _embed_texts(tenant_id: uuid.UUID, texts: Sequence[str],
         fresh = dict(zip(to_embed, vectors, strict=True))
         found.update(fresh)
         generated.update(fresh)
-        _redis_set_many({k: v.astype(np.float32).tobytes() for k, v in fresh.items()})
+        _redis_set_many({k: v.astype(np.float32).tobytes() for k, v in fresh.items()},
+                        tenant_id, kind)
     with _local_lock:
         for key in dict.fromkeys(keys):
             _local[local_prefix + key] = found[key]
@@ -244,7 +264,8 @@ def _count_lookups(level: str, *, hits: int, misses: int) -> None:
 
 def cache_evict(tenant_id: uuid.UUID, texts: Sequence[str]) -> int:
     """Forget erased texts: their Redis entries (as content and as a query), every query
-    entry of the tenant (a query may have named the data subject), and this process's
+    entry of the tenant (a query may have named the data subject; found through the
+    tenant's index of them, not by scanning the keyspace), and this process's
     entries of the tenant. Other processes drop theirs when the caller's transaction, which
     must replace the tenant's ``config_version``, commits. Redis unavailable: logged and
     flagged degraded; the entries then expire after ``EMBEDDING_CACHE_TTL_SECONDS``.
@@ -268,11 +289,17 @@ def cache_evict(tenant_id: uuid.UUID, texts: Sequence[str]) -> int:
 
 
 def _redis_delete(names: list[str], tenant_id: uuid.UUID) -> int:
+    """Delete ``names`` and every query entry in the tenant's index (and the index): work in
+    proportion to the tenant's query entries, not to the whole keyspace."""
     client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+    index = _query_index_key(tenant_id)
     doomed = [cache.make_key(name) for name in names]
-    doomed += list(client.scan_iter(match=cache.make_key(f"emb:query:*:{tenant_id}:*"),
-                                    count=1000))
-    return int(client.delete(*doomed)) if doomed else 0
+    doomed += [m.decode() if isinstance(m, bytes) else m for m in client.smembers(index)]
+    deleted = 0
+    for start in range(0, len(doomed), 1000):
+        deleted += int(client.delete(*doomed[start:start + 1000]))
+    client.delete(index)
+    return deleted
 
 
 def normalize_query(text: str) -> str:

@@ -116,3 +116,20 @@ def test_the_embedded_redis_keeps_its_data_private(settings: Any) -> None:
         return  # an external Redis: its files are its operator's
     directory = settings.VAR_DIR / "redis"  # the dump inside is rewritten with Redis's own
     assert directory.stat().st_mode & 0o077 == 0  # mode: the directory keeps it private
+
+
+def _query_keys(tenant: Any) -> list[Any]:
+    return list(cache._cache.get_client().scan_iter(
+        match=cache.make_key(f"emb:query:*:{tenant.tenant.id}:*")))
+
+
+def test_an_erasure_deletes_its_tenants_query_entries_only(tenant_a: Any, tenant_b: Any
+                                                         ) -> None:
+    for tenant in (tenant_a, tenant_b):
+        tenant.add("Alice note", identifiers={"userId": "alice"})
+        tenant.client.post(f"{M}/search", {"query": "what did alice write",
+                                           "identifiers": {"userId": "alice"}}, format="json")
+        assert _query_keys(tenant)
+    assert body(tenant_a.client.delete(f"{M}?userId=alice"))["erased"] == 1
+    assert _query_keys(tenant_a) == []
+    assert _query_keys(tenant_b)  # the other tenant keeps its entries
