@@ -210,9 +210,8 @@ def test_a_commit_in_another_process_invalidates_this_processs_entry(owner_flush
     for drink in ("black coffee", "mint tea", "hot chocolate"):
         _owner_update("UPDATE memories_memory SET content = %s, version = version + 1 "
                       "WHERE id = %s", [f"Maria likes {drink}", memory_id])
-        key = (str(tenant.tenant.id), memory_id)
         # dropped as the notification arrives (well before the next request), not in batches
-        assert _eventually(lambda: not l1.get_many(tenant.tenant.id, [key[1]]), timeout=0.5)
+        assert _eventually(lambda: not l1.get_many(tenant.tenant.id, [memory_id]), timeout=0.5)
         assert _content(tenant, memory_id) == (f"Maria likes {drink}",
                                                {"l1": 0, "l2": 1, "l3": 0})
     _owner_update("DELETE FROM memories_memory WHERE id = %s", [memory_id])
