@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -185,6 +186,17 @@ def private_directory(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.chmod(0o700)
     return path
+
+
+def redis_data_dir(var_dir: Path) -> Path:
+    """Where the embedded Redis keeps its data: ``var/redis`` for the service; a test run
+    (``pytest`` imported) gets ``var/redis-test`` (``-<TOX_PARALLEL_ENV>`` when set, as its
+    test database does), so that it never shares broker queues, caches or rate-limit
+    counters with a running ``make run`` or with another test run beside it."""
+    if "pytest" not in sys.modules:
+        return var_dir / "redis"
+    suffix = os.environ.get("TOX_PARALLEL_ENV", "")
+    return var_dir / (f"redis-test-{suffix}" if suffix else "redis-test")
 
 
 def start_redis(data_dir: Path) -> str:

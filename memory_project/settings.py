@@ -109,7 +109,7 @@ DATABASE_ROUTERS = ["tenants.routers.PlatformRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis --------------------------------------------------------------------------------
-REDIS_URL = env_str("REDIS_URL") or embedded.start_redis(VAR_DIR / "redis")
+REDIS_URL = env_str("REDIS_URL") or embedded.start_redis(embedded.redis_data_dir(VAR_DIR))
 # A stopped Redis must cost a request at most this long per call (cache, rate limiter, and
 # handing a job to the broker); then the request goes on without it.
 REDIS_SOCKET_TIMEOUT_SECONDS = env_float("REDIS_SOCKET_TIMEOUT_SECONDS", 1.0)

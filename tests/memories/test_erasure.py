@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.db import connections
 
 from memories.embedding import embedders as embeddings
+from memory_project import embedded
 from tests.helpers import assert_error, body
 
 M = "/api/v1/memories"
@@ -114,8 +115,9 @@ def test_erasing_one_subject_keeps_the_others(tenant_a: Any) -> None:
 def test_the_embedded_redis_keeps_its_data_private(settings: Any) -> None:
     if not settings.REDIS_URL.startswith("unix://"):
         return  # an external Redis: its files are its operator's
-    directory = settings.VAR_DIR / "redis"  # the dump inside is rewritten with Redis's own
-    assert directory.stat().st_mode & 0o077 == 0  # mode: the directory keeps it private
+    # The dump inside is rewritten with Redis's own mode: the directory keeps it private.
+    directory = embedded.redis_data_dir(settings.VAR_DIR)
+    assert directory.stat().st_mode & 0o077 == 0
 
 
 def _query_keys(tenant: Any) -> list[Any]:
