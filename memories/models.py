@@ -296,6 +296,8 @@ class MemoryHistory(TenantOwnedModel):
         verbose_name_plural = "memory history"
         indexes = [
             models.Index(fields=["tenant", "memory_id", "created_at"], name="memhist_memory_idx"),
+            # the console dashboard's writes per hour/day of a range (console/dashboard.py)
+            models.Index(fields=["tenant", "created_at"], name="memhist_created_idx"),
         ]
 
     def __str__(self) -> str:
