@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -20,6 +21,8 @@ from memory_project.errors import MemoryServiceError, NotFound
 
 #: The roles the forms offer, in order: value and label.
 PLACEMENTS = (("reviewer", "reviewer"), ("admin", "tenant admin"), (PLATFORM, "platform admin"))
+#: Users per page of the list.
+PAGE_SIZE = 50
 #: The fields of the new-user form kept when it is shown again with an error.
 NEW_USER_FIELDS = ("username", "email", "tenant", "role")
 
@@ -27,8 +30,10 @@ NEW_USER_FIELDS = ("username", "email", "tenant", "role")
 def _page(request: HttpRequest, form: dict[str, str] | None = None,
           status: int = 200) -> HttpResponse:
     rows, known = console_users.console_users_list()
+    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "console/users.html", {
-        "rows": rows, "memberships_known": known, "tenants": console_users.active_tenants(),
+        "rows": page.object_list, "page": page, "memberships_known": known,
+        "tenants": console_users.active_tenants(),
         "placements": PLACEMENTS, "form": form or {}, "title": "Console users",
         "platform_page": "users",
     }, status=status)

@@ -352,3 +352,21 @@ def test_reviewers_cannot_manage_members(tenant_a: Any) -> None:
     assert client.post(settings_url(tenant_a, f"members/{alice.pk}/remove/")).status_code == 403
     assert membership("alice") is not None
     assert not get_user_model().objects.filter(username="sam").exists()
+
+
+@CROSS_TENANT
+def test_the_user_list_is_paged(root: Client) -> None:
+    from console.views.users import PAGE_SIZE
+
+    client = root
+    get_user_model().objects.bulk_create([
+        get_user_model()(username=f"user-{i:03d}") for i in range(PAGE_SIZE + 4)])
+    first = client.get("/console/users/")
+    second = client.get("/console/users/", {"page": 2})
+    total = PAGE_SIZE + 5  # and root
+    assert f"Users 1–{PAGE_SIZE} of {total}" in text(first)
+    assert f"Users {PAGE_SIZE + 1}–{total} of {total}" in text(second)
+    listed = [re.findall(r'<tr id="user-([^"]+)">', text(page)) for page in (first, second)]
+    assert len(listed[0]) == PAGE_SIZE and len(listed[1]) == 5
+    assert not set(listed[0]) & set(listed[1])
+    assert 'id="users-next"' in text(first) and 'id="users-previous"' in text(second)
