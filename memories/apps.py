@@ -19,7 +19,7 @@ class MemoriesConfig(AppConfig):
         from memories.services.deletion import memories_erased
         from memories.signals import memories_restored, memories_soft_deleted, memories_stored
         from memories.telemetry import StorageSizeCollector
-        from memories.tiers.l1 import l1_cache
+        from memories.tiers.l1 import l1_start
         from memories.tiers.receivers import on_memories_changed
         from memory_project.health import register_required
         from memory_project.metrics import register_scrape_collector
@@ -34,6 +34,6 @@ class MemoriesConfig(AppConfig):
         register_review_executor(ReviewKind.POLICY_HIT, lifecycle.review_policy_hit_approved)
         register_required("embeddingModel", embedding_model_probe)
         register_warmup("embeddingModel", warm_up)
-        register_warmup("memoryL1", l1_cache)  # its listener connects before the first read
+        register_warmup("memoryL1", l1_start)  # its listener connects before the first read
         register_scrape_collector("memory_storage_size", StorageSizeCollector())
         settings_sections.register()

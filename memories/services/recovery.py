@@ -61,7 +61,8 @@ def _memory_of(ctx: TenantContext, record: VectorRecord) -> Memory | None:
         id=record.id, tenant_id=ctx.tenant_id, content=record.text,
         content_hash=content_hash(record.text), layer=layer.value,
         kind=str(columns["kind"] or Kind.FACT), scope=str(columns["scope"] or "global"),
-        task_id=columns["task_id"], metadata=meta, embedding=list(record.vector),
+        task_id=str(columns["task_id"]) if columns["task_id"] is not None else None,
+        metadata=meta, embedding=list(record.vector),
         **identifier_columns)
 
 

@@ -185,6 +185,12 @@ def l1_forget(keys: Iterable[Key]) -> None:
         cache.invalidate(keys)
 
 
+def l1_start() -> None:
+    """Create this process's L1 and start its listener (a web worker's warm-up, so the first
+    read finds it listening)."""
+    l1_cache()
+
+
 def l1_reset(*, join_seconds: float = 5.0) -> None:
     """Stop this process's listener (waiting up to ``join_seconds`` for its connection to
     close) and forget its L1 (tests, settings changes)."""
