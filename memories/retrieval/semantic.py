@@ -1,12 +1,23 @@
 """Semantic ranking: the memories of a scope nearest to a query vector (seed 001 "Search
 Memory", seed 002 hybrid search).
 
-pgvector cosine distance ``<=>`` over the HNSW index, top ``limit``; cosine similarity =
-1 − distance, kept when ≥ ``threshold``. Small scopes are scanned exactly; when a filtered
-HNSW scan returns fewer than ``limit`` rows (the filter starved it; pgvector before 0.8 has
-no iterative scans), it is widened in proportion to the share of candidates that passed, up
-to ``MEMORY_HNSW_EF_SEARCH_MAX``, then the scope is searched exactly. Every index scan sets
-``hnsw.ef_search`` for its transaction first.
+pgvector, top ``limit``, in the order of the configured metric (``PGVECTOR_DISTANCE``:
+cosine ``<=>`` by default, ``l2`` ``<->``, ``inner_product`` ``<#>``), so that an index of
+that operator class (``manage.py pgvector_index``) can serve it; ``distance`` is always the
+cosine distance, and cosine similarity = 1 − distance is kept when ≥ ``threshold``. For
+unit-length vectors (the bundled model's are normalised) the three orders agree:
+``‖a − b‖² = 2 − 2 a·b`` and ``a·b`` is the cosine similarity.
+
+Small scopes are scanned exactly. Larger ones go through the index the configuration names
+(``PGVECTOR_INDEX_TYPE``): HNSW by default, with ``hnsw.ef_search`` set for the transaction
+first; when a filtered HNSW scan returns fewer than ``limit`` rows (the filter starved it;
+pgvector before 0.8 has no iterative scans), it is widened in proportion to the share of
+candidates that passed, up to ``MEMORY_HNSW_EF_SEARCH_MAX``, then the scope is searched
+exactly. IVFFlat sets ``ivfflat.probes`` (``PGVECTOR_IVFFLAT_PROBES``) instead; a starved
+IVFFlat scan is not widened: the scope is searched exactly (it has too few rows in the probed
+lists, and an exact scan of it reads it through the tenant's btree indexes, while more probes
+read more of every tenant's vectors). With another vector backend configured, the defaults
+(cosine, HNSW) apply.
 """
 
 from __future__ import annotations
@@ -20,62 +31,88 @@ from cachetools import TTLCache
 from django.conf import settings
 from django.db import connection
 from django.db.models import FloatField, QuerySet
-from django.db.models.expressions import ExpressionWrapper, Value
-from pgvector.django import CosineDistance
+from django.db.models.expressions import ExpressionWrapper, Func, Value
+from pgvector.django import CosineDistance, L2Distance, MaxInnerProduct
 
 from memories.models import UNSERVED_COLUMNS, Memory
+from vectors import registry
+from vectors.base import DistanceMetric
+from vectors.config import PgvectorSettings
 
-#: Per scope (its SQL), how the last semantic ranking succeeded: the ``hnsw.ef_search`` to
-#: start from, or ``EXACT``. A scope that starved the index last time starts wider.
-_scan_starts: TTLCache[tuple[str, tuple[str, ...]], int] = TTLCache(maxsize=4096, ttl=300)
+#: Per scope (index type and its SQL), how the last semantic ranking succeeded: the
+#: ``hnsw.ef_search`` or ``ivfflat.probes`` to start from, or ``EXACT``. A scope that
+#: starved the index last time starts wider.
+_scan_starts: TTLCache[tuple[str, str, tuple[str, ...]], int] = TTLCache(
+    maxsize=4096, ttl=300)
 _scan_lock = threading.Lock()
 EXACT = 0
 #: Safety factor of :func:`widened` on the candidates a starved scan's share calls for.
 WIDEN_MARGIN = 1.5
+#: The pgvector expression each metric orders by (its operator: ``<=>``, ``<->``, ``<#>``;
+#: ``<#>`` is the negative inner product, so ascending is nearest first).
+ORDER_BY: dict[DistanceMetric, type[Func]] = {
+    DistanceMetric.COSINE: CosineDistance,
+    DistanceMetric.L2: L2Distance,
+    DistanceMetric.INNER_PRODUCT: MaxInnerProduct,
+}
+
+
+def pgvector_settings() -> PgvectorSettings:
+    """The configured pgvector settings (``vectors.registry.configured()``), or the defaults
+    (HNSW, cosine) when another backend is configured.
+
+    Raises:
+        InvalidBackendConfig: the configuration cannot be read (normally caught at start-up).
+    """
+    config = registry.configured()
+    if config.backend == "pgvector" and isinstance(config.settings, PgvectorSettings):
+        return config.settings
+    return PgvectorSettings()
 
 
 def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memory]:
-    """The ``limit`` memories of ``base`` nearest to ``vector``, nearest first.
+    """The ``limit`` memories of ``base`` nearest to ``vector``, nearest first, each with
+    ``distance`` (cosine) annotated.
 
     A scope of fewer than ``MEMORY_EXACT_SCAN_MAX_ROWS`` memories (counted up to that bound)
-    is scanned exactly: exact, and cheaper than a graph walk. A larger one goes through the
-    HNSW index, ordered by distance alone in SQL (a second sort key would keep the planner off
-    the index); equal distances are then ordered by id here. pgvector 0.6 has no iterative
-    index scans, so a scan whose rows the filters mostly drop (a small tenant or layer in a
-    big table) can return fewer than ``limit``: it is then widened by the share of candidates
-    that passed (:func:`widened`), up to ``MEMORY_HNSW_EF_SEARCH_MAX`` candidates, and if that
-    still starves, the scope is scanned exactly (``distance + 0`` keeps the planner off the
-    index). The way that worked is remembered for the scope for five minutes, so the next
-    search starts there.
+    is scanned exactly: exact, and cheaper than an index scan. A larger one goes through the
+    index, ordered by the metric's distance alone in SQL (a second sort key would keep the
+    planner off the index); equal distances are then ordered by id here. pgvector 0.6 has no
+    iterative index scans, so a scan whose rows the filters mostly drop (a small tenant or
+    layer in a big table) can return fewer than ``limit``: an HNSW scan is then widened by
+    the share of candidates that passed (:func:`widened`), up to ``MEMORY_HNSW_EF_SEARCH_MAX``
+    candidates, and if that still starves (an IVFFlat scan: at once), the scope is scanned
+    exactly (``distance + 0`` keeps the planner off the index). The way that worked is
+    remembered for the scope for five minutes, so the next search starts there.
     """
-    distance = CosineDistance("embedding", vector)
+    pg = pgvector_settings()
     light = base.defer(*UNSERVED_COLUMNS)
     sql, params = base.values("pk").query.sql_with_params()
-    key = (sql, tuple(map(str, params)))
+    key = (pg.index_type, sql, tuple(map(str, params)))
     with _scan_lock:
         start = _scan_starts.get(key)
     if start is None:
         bound = settings.MEMORY_EXACT_SCAN_MAX_ROWS
-        start = EXACT if base.values("pk")[:bound].count() < bound else _ef_search(limit)
+        start = EXACT if base.values("pk")[:bound].count() < bound else _first(pg, limit)
     rows: list[Memory] = []
     if start != EXACT and connection.in_atomic_block:
-        ef_search, widest = start, _ef_search(limit, widest=True)
+        ivfflat = pg.index_type == "ivfflat"
+        knob, widest = start, (start if ivfflat else _ef_search(limit, widest=True))
         while True:
-            _set_ef_search(ef_search)
-            rows = list(light.annotate(distance=distance).order_by("distance")[:limit])
+            _set_local("ivfflat.probes" if ivfflat else "hnsw.ef_search", knob)
+            rows = list(_ranking(light, vector, pg.metric, exact=False)[:limit])
             if len(rows) >= limit:
-                start = ef_search
+                start = knob
                 break
-            if ef_search >= widest:
+            if knob >= widest:
                 break
-            ef_search = widened(ef_search, len(rows), limit, widest)
+            knob = widened(knob, len(rows), limit, widest)
     if len(rows) < limit:
         start = EXACT
-        exact = ExpressionWrapper(distance + Value(0.0), output_field=FloatField())
-        rows = list(light.annotate(distance=exact).order_by("distance")[:limit])
+        rows = list(_ranking(light, vector, pg.metric, exact=True)[:limit])
     with _scan_lock:
         _scan_starts[key] = start
-    return sorted(rows, key=lambda m: (cast(Any, m).distance, str(m.pk)))
+    return sorted(rows, key=lambda m: (_rank_key(m), str(m.pk)))
 
 
 def semantic_list(base: QuerySet[Memory], vector: np.ndarray, limit: int, threshold: float
@@ -103,6 +140,36 @@ def widened(ef_search: int, found: int, limit: int, widest: int) -> int:
     return min(widest, max(2 * ef_search, wanted))
 
 
+def _ranking(light: QuerySet[Memory], vector: np.ndarray, metric: DistanceMetric, *,
+             exact: bool) -> QuerySet[Memory]:
+    """``light`` with ``distance`` (cosine) annotated, ordered by ``metric``'s distance;
+    ``exact``: through an expression no index serves. Cosine orders by ``distance`` itself
+    (the SQL of the default); another metric by a second annotation, ``ranked_by``."""
+    cosine = CosineDistance("embedding", vector)
+    if metric == DistanceMetric.COSINE:
+        return light.annotate(distance=_unindexed(cosine) if exact else cosine
+                              ).order_by("distance")
+    ranked_by = ORDER_BY[metric]("embedding", vector)
+    return light.annotate(distance=cosine, ranked_by=_unindexed(ranked_by) if exact
+                          else ranked_by).order_by("ranked_by")
+
+
+def _unindexed(distance: Func) -> ExpressionWrapper:
+    """``distance + 0``: the same value, but no index orders by it."""
+    return ExpressionWrapper(distance + Value(0.0), output_field=FloatField())
+
+
+def _rank_key(memory: Memory) -> float:
+    """The distance ``memory`` was ranked by: ``ranked_by`` when set, else ``distance``."""
+    row = cast(Any, memory)
+    return float(getattr(row, "ranked_by", row.distance))
+
+
+def _first(pg: PgvectorSettings, limit: int) -> int:
+    """The first index scan's width: ``ivfflat.probes`` for IVFFlat, else ``ef_search``."""
+    return pg.ivfflat_probes if pg.index_type == "ivfflat" else _ef_search(limit)
+
+
 def _ef_search(limit: int, *, widest: bool = False) -> int:
     """The HNSW candidate list length for ``limit`` results: ``MEMORY_HNSW_EF_SEARCH`` and at
     least ``2 × limit``; ``widest``: ``MEMORY_HNSW_EF_SEARCH_MAX`` (pgvector caps it at 1000)."""
@@ -110,8 +177,9 @@ def _ef_search(limit: int, *, widest: bool = False) -> int:
     return max(settings.MEMORY_HNSW_EF_SEARCH_MAX, ef_search) if widest else ef_search
 
 
-def _set_ef_search(ef_search: int) -> None:
-    """``SET LOCAL hnsw.ef_search`` (only inside a transaction, where ``SET LOCAL`` lasts)."""
+def _set_local(name: str, value: int) -> None:
+    """``SET LOCAL name = value`` (``hnsw.ef_search`` or ``ivfflat.probes``; only inside a
+    transaction, where ``SET LOCAL`` lasts)."""
     if connection.in_atomic_block:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search)])
+            cursor.execute("SELECT set_config(%s, %s, true)", [name, str(value)])
