@@ -2,9 +2,10 @@
 
 Per layer the caller can reach:
 
-- semantic: pgvector cosine distance over the HNSW index, top ``limit``, cosine similarity
-  ≥ ``threshold`` (default 0.7, seed 001); see ``memories.retrieval.semantic``; with another
-  vector backend configured, its nearest neighbours (``memories.tiers.l3``).
+- semantic: the nearest ``limit`` by pgvector's index (HNSW and cosine by default; see
+  ``memories.retrieval.semantic``), cosine similarity ≥ ``threshold`` (default 0.7, seed
+  001); with another vector backend configured, its nearest neighbours
+  (``memories.tiers.l3``).
 - keyword: Okapi BM25 over the generated ``search_vector`` (see ``memories.retrieval.keyword``).
 - hybrid (default): both lists, read ``POOL_DEPTH`` deep, widened by the neighbours of the
   best keyword matches and ordered by a learned reranker (``memories.retrieval.fusion``);

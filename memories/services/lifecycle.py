@@ -107,7 +107,7 @@ def memory_promote(ctx: TenantContext, *, memory_id: Any, override: bool = False
         content=content, layer=target.value, identifiers=identifiers, metadata=metadata,
         context=memory.context, kind=memory.kind, scope=memory.scope,
         importance=memory.importance, confidence=memory.confidence,
-        decay_rate=memory.decay_rate,
+        decay_rate=memory.decay_rate, task_id=memory.task_id,
     )
     try:
         # A savepoint: a refused copy leaves nothing behind but the block recorded below.

@@ -82,7 +82,8 @@ def persistent(tenant: Any) -> list[Memory]:
 # --- promotion on close -----------------------------------------------------------------
 
 def test_it_promotes_an_important_memory_to_the_project_layer(tenant_a) -> None:
-    memory = session_memory(tenant_a, SEED_PII, identifiers={**S1, "projectId": "p1"})
+    memory = session_memory(tenant_a, SEED_PII, identifiers={**S1, "projectId": "p1"},
+                            task_id="release-42")
     data = closed(tenant_a)
     assert data["sessionId"] == "s1"
     assert data["alreadyClosed"] is False
@@ -94,6 +95,7 @@ def test_it_promotes_an_important_memory_to_the_project_layer(tenant_a) -> None:
     assert copy["content"] == SEED_REDACTED
     assert copy["metadata"]["promotedFrom"]["id"] == str(memory.pk)
     assert copy["metadata"]["promotedFrom"]["sessionId"] == "s1"
+    assert copy["taskId"] == "release-42"  # the copy keeps the task it was written for
     original = get(tenant_a, memory.pk)
     assert original["content"] == SEED_PII
     assert original["metadata"]["promotedTo"] == {"id": copy_id, "layer": "project"}
