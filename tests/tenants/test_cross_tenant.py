@@ -14,12 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.http import JsonResponse
 from uuid6 import uuid7
 
 from memories.models import Memory
 from tenants.context import tenant_scope
 from tenants.models import Tenant
+from tests import cross_tenant_agents as agent_cases
 from tests import cross_tenant_governance as governance_cases
 from tests import cross_tenant_graph as graph_cases
 from tests import cross_tenant_summaries as summary_cases
@@ -267,53 +267,7 @@ def create_project_with_a_taken_id(a, t):
 governance_cases.register(case, post)
 graph_cases.register(case, post)
 summary_cases.register(case, post)
-
-
-# --- agent memories (seed 003) -------------------------------------------------------------
-
-AGENTS = "/api/agents"
-
-
-def _without(key: str, response: Any) -> Any:
-    """An answer without the fresh id ``key`` of what it created or queued (the only field
-    two such answers differ in besides the timestamps ``normalised`` drops)."""
-    data = response.json()
-    data.pop(key, None)
-    return JsonResponse(data, status=response.status_code)
-
-
-@case("agent-memories", "get")
-def list_agent_memories_of_another_tenants_agent(a, t):
-    return a.client.get(f"{AGENTS}/{t['agent']}/memories?projectId={t['project']}&userId=u1")
-
-
-@case("agent-memories", "post")
-def add_agent_memory_in_another_tenants_project(a, t):
-    return _without("id", post(a.client, f"{AGENTS}/{t['agent']}/memories",
-                               {"projectId": t["project"], "content": "x", "userId": "u1"}))
-
-
-@case("agent-memories", "delete")
-def clear_another_tenants_agent_memories(a, t):
-    return a.client.delete(f"{AGENTS}/{t['agent']}/memories?projectId={t['project']}&userId=u1")
-
-
-@case("agent-memory", "delete")
-def delete_another_tenants_agent_memory(a, t):
-    return a.client.delete(f"{AGENTS}/{t['agent']}/memories/{t['agent_memory']}")
-
-
-@case("agent-extract", "post")
-def extract_into_another_tenants_agent(a, t):
-    return _without("jobId", post(a.client, f"{AGENTS}/{t['agent']}/extract", {
-        "projectId": t["project"], "transcript": "Learning: always x y z."}))
-
-
-@case("conversation-list", "post")
-def ingest_into_another_tenants_project(a, t):
-    return _without("jobId", post(a.client, "/api/v1/conversations", {
-        "layer": "project", "identifiers": {"projectId": t["project"]},
-        "messages": [{"role": "user", "name": "Ana", "content": "I live in Lisbon."}]}))
+agent_cases.register(case, post)
 
 
 # --- the harness ---------------------------------------------------------------------------
