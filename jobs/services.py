@@ -65,8 +65,7 @@ def job_enqueue(ctx: TenantContext, *, task: str, args: Sequence[Any] = (),
     Raises:
         MissingTenantContext: called outside a tenant scope.
     """
-    job = QueuedJob.objects.create(tenant_id=ctx.tenant_id, task=task, args=list(args),
-                                   kwargs=kwargs or {}, queue=queue)
+    job = job_defer(ctx, task=task, args=args, kwargs=kwargs, queue=queue)
     job_id = job.pk
 
     def send() -> None:  # a named function: a robust hook's failure is logged by name

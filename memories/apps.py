@@ -27,9 +27,9 @@ class MemoriesConfig(AppConfig):
         from vectors.registry import register
 
         register("pgvector", build)
-        for signal in (memories_stored, memories_soft_deleted, memories_restored,
-                       memories_erased):
-            signal.connect(on_memories_changed, dispatch_uid=f"l3.{id(signal)}")
+        for name, signal in (("stored", memories_stored), ("soft", memories_soft_deleted),
+                             ("restored", memories_restored), ("erased", memories_erased)):
+            signal.connect(on_memories_changed, dispatch_uid=f"tiers.{name}")
         register_review_executor(ReviewKind.PROMOTION_BLOCKED, lifecycle.review_promotion_approved)
         register_review_executor(ReviewKind.POLICY_HIT, lifecycle.review_policy_hit_approved)
         register_required("embeddingModel", embedding_model_probe)
