@@ -11,7 +11,10 @@ import sys
 import time
 from typing import Any
 
+import redis
 from django.conf import settings
+
+from memory_project.redis_urls import with_database
 
 
 def free_port() -> int:
@@ -21,14 +24,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: The bench server's Redis logical database: its cache, rate limits and Celery queue stay
+#: apart from the service's (database 0), so a worker of ``make run`` on the same Redis never
+#: takes the bench's jobs, whose tenants live in the bench database only.
+BENCH_REDIS_DB = 15
+
+
 class Server:
-    """gunicorn serving the project on 127.0.0.1 against ``database_url`` (one worker)."""
+    """gunicorn serving the project on 127.0.0.1 against ``database_url`` (one worker), on
+    Redis database :data:`BENCH_REDIS_DB`, which is emptied when the server stops (nothing
+    runs the jobs the bench's writes queue)."""
 
     def __init__(self, database_url: str, threads: int = 4, *,
                  extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
+        self.redis_url = with_database(settings.REDIS_URL, BENCH_REDIS_DB)
         env = {**os.environ, "DATABASE_URL": database_url,
-               "DATABASE_OWNER_URL": settings.DATABASE_OWNER_URL, "REDIS_URL": settings.REDIS_URL,
+               "DATABASE_OWNER_URL": settings.DATABASE_OWNER_URL, "REDIS_URL": self.redis_url,
                "DJANGO_SETTINGS_MODULE": "memory_project.settings",
                # One key sends thousands of requests a minute here: no per-key limit.
                "RATE_LIMIT_REQUESTS": "0"}
@@ -58,6 +70,8 @@ class Server:
             self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.process.kill()
+        with redis.Redis.from_url(self.redis_url) as client:
+            client.flushdb()
 
 
 class Client:

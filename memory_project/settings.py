@@ -14,6 +14,7 @@ import dj_database_url
 from memory_project import embedded
 from memory_project.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 from memory_project.paths import BASE_DIR, VAR_DIR
+from memory_project.redis_urls import kombu_url
 
 DEBUG = env_bool("DEBUG", False)
 
@@ -127,13 +128,7 @@ CACHES = {
     }
 }
 
-
-def _kombu_url(url: str) -> str:
-    """Celery's transport spells Unix sockets ``redis+socket://``."""
-    return "redis+socket://" + url.removeprefix("unix://") if url.startswith("unix://") else url
-
-
-CELERY_BROKER_URL = _kombu_url(REDIS_URL)
+CELERY_BROKER_URL = kombu_url(REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
