@@ -21,9 +21,11 @@ job again, with the same task id (the row's id). Every task is idempotent.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -45,6 +47,8 @@ DRAIN_BATCH = 100
 
 # Set when a hand-over failed in this process: the next successful one asks for a drain.
 _backlog = threading.Event()
+# Each thread's broker connection: ``connection`` holds ``((pid, broker URL), connection)``.
+_kept = threading.local()
 
 
 @transaction.atomic
@@ -174,13 +178,36 @@ def _publish(jobs: list[QueuedJob], sent: list[Any]) -> None:
             sent.append(job.pk)
 
 
-def _broker_connection() -> Any:
-    """A broker connection that tries once: no connection retries (kombu's default retries
-    a stopped Redis for seconds), connect and socket operations bounded by
-    ``REDIS_SOCKET_TIMEOUT_SECONDS``."""
-    timeout = settings.REDIS_SOCKET_TIMEOUT_SECONDS
-    return app.connection_for_write(transport_options={
-        "max_retries": 0, "socket_connect_timeout": timeout, "socket_timeout": timeout})
+@contextlib.contextmanager
+def _broker_connection() -> Iterator[Any]:
+    """This thread's broker connection, kept between hand-overs: opening one (connect, then
+    declare the queue) cost ~9 ms of every write that queues a job, a publish on a kept one
+    ~0.8 ms. Any error drops it, and so do a fork and a change of the broker's URL: the
+    next hand-over connects anew.
+
+    It tries once: no connection retries (kombu's default retries a stopped Redis for
+    seconds), connect and socket operations bounded by ``REDIS_SOCKET_TIMEOUT_SECONDS``.
+    """
+    owner = (os.getpid(), str(app.conf.broker_url))
+    kept: tuple[tuple[int, str], Any] | None = getattr(_kept, "connection", None)
+    if kept is None or kept[0] != owner:
+        if kept is not None:
+            _drop(kept[1])
+        timeout = settings.REDIS_SOCKET_TIMEOUT_SECONDS
+        kept = (owner, app.connection_for_write(transport_options={
+            "max_retries": 0, "socket_connect_timeout": timeout, "socket_timeout": timeout}))
+        _kept.connection = kept
+    try:
+        yield kept[1]
+    except BaseException:
+        _kept.connection = None
+        _drop(kept[1])
+        raise
+
+
+def _drop(connection: Any) -> None:
+    with contextlib.suppress(Exception):
+        connection.release()
 
 
 def _request_drain() -> None:

@@ -206,3 +206,34 @@ def test_the_drain_runs_every_thirty_seconds_from_the_beat_schedule() -> None:
     assert entry == {"task": services.DRAIN_TASK, "every_seconds": 30}
     app.loader.import_default_modules()
     assert services.DRAIN_TASK in app.tasks
+
+
+def test_a_kept_broker_connection_loses_nothing_when_redis_restarts(
+        tenant_a: Any, own_redis: Any, django_capture_on_commit_callbacks: Any) -> None:
+    """The thread keeps its broker connection between hand-overs; a Redis restart under it
+    at worst keeps one job for the drain, and the next hand-over connects anew."""
+    broker = app.conf.broker_url
+    app.conf.broker_url = f"redis+socket://{own_redis.socket}"
+    client = redis.Redis.from_url(own_redis.url)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            first = enqueue(tenant_a, "restart-q")
+        with services._broker_connection() as kept:
+            pass
+        with services._broker_connection() as again:
+            assert again is kept, "one connection per thread, kept"
+        own_redis.stop()
+        own_redis.start()
+        resilience.reset_breakers()
+        with django_capture_on_commit_callbacks(execute=True):
+            second = enqueue(tenant_a, "restart-q")
+            third = enqueue(tenant_a, "restart-q")
+        waiting = {str(j.pk) for j in queued(tenant_a)}
+        sent = {json.loads(m)["headers"]["id"] for m in client.lrange("restart-q", 0, -1)}
+        assert str(first.pk) not in waiting, "sent before the restart"
+        assert str(third.pk) in sent, "the hand-over after a failure connects anew"
+        assert {str(second.pk), str(third.pk)} <= sent | waiting, "nothing is lost"
+    finally:
+        app.conf.broker_url = broker
+        with services._broker_connection():
+            pass  # back on the test broker
