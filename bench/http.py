@@ -24,21 +24,30 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-#: The bench server's Redis logical database: its cache, rate limits and Celery queue stay
-#: apart from the service's (database 0), so a worker of ``make run`` on the same Redis never
-#: takes the bench's jobs, whose tenants live in the bench database only.
+#: The bench server's database of the embedded Redis: its cache, rate limits and Celery queue
+#: stay apart from the service's (database 0), so a worker of ``make run`` on the same Redis
+#: never takes the bench's jobs, whose tenants live in the bench database only.
 BENCH_REDIS_DB = 15
 
 
+def bench_redis_url() -> str | None:
+    """The embedded Redis's database :data:`BENCH_REDIS_DB`; ``None`` with a Redis of the
+    user's own (``REDIS_URL`` set), which the bench uses as it is and never empties."""
+    if os.environ.get("REDIS_URL"):
+        return None
+    return with_database(settings.REDIS_URL, BENCH_REDIS_DB)
+
+
 class Server:
-    """gunicorn serving the project on 127.0.0.1 against ``database_url`` (one worker), on
-    Redis database :data:`BENCH_REDIS_DB`, which is emptied when the server stops (nothing
-    runs the jobs the bench's writes queue)."""
+    """gunicorn serving the project on 127.0.0.1 against ``database_url`` (one worker). On
+    the embedded Redis it uses :func:`bench_redis_url`, emptied when the server stops
+    (nothing runs the jobs the bench's writes queue)."""
 
     def __init__(self, database_url: str, threads: int = 4, *,
                  extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
-        self.redis_url = with_database(settings.REDIS_URL, BENCH_REDIS_DB)
+        self.own_redis = bench_redis_url()
+        self.redis_url = self.own_redis or settings.REDIS_URL
         env = {**os.environ, "DATABASE_URL": database_url,
                "DATABASE_OWNER_URL": settings.DATABASE_OWNER_URL, "REDIS_URL": self.redis_url,
                "DJANGO_SETTINGS_MODULE": "memory_project.settings",
@@ -70,8 +79,9 @@ class Server:
             self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.process.kill()
-        with redis.Redis.from_url(self.redis_url) as client:
-            client.flushdb()
+        if self.own_redis:
+            with redis.Redis.from_url(self.own_redis) as client:
+                client.flushdb()
 
 
 class Client:

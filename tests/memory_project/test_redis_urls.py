@@ -38,3 +38,13 @@ def test_redis_py_and_kombu_reach_the_same_database_of_the_embedded_redis() -> N
         assert client.exists("redis-urls-check") == 1
         assert main.exists("redis-urls-check") == 0
         client.flushdb()
+
+
+def test_the_bench_server_gets_a_database_of_its_own_only_on_the_embedded_redis(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.http import BENCH_REDIS_DB, bench_redis_url
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert bench_redis_url() == with_database(settings.REDIS_URL, BENCH_REDIS_DB)
+    monkeypatch.setenv("REDIS_URL", "redis://users-redis:6379/0")
+    assert bench_redis_url() is None, "a Redis of the user's own is never emptied"
