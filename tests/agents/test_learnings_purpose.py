@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from llm.purposes.learnings import MAX_CHUNK_CHARS, extract_learnings, transcript_chunks
+from memory_project import retries
 from tenants.context import tenant_scope
 from tests.llm_fake import FakeLLM, configured_fake_llm
 
@@ -46,8 +47,11 @@ def test_supported_learnings_are_kept_and_inventions_dropped(tenant_a: Any,
 
 @pytest.mark.parametrize("answer", [("text", "not json at all"), ("status", 500, {}, "boom"),
                                     ("json", {"learnings": "many"}), ("hang", 5)])
-def test_a_broken_answer_falls_back_offline(tenant_a: Any, fake: FakeLLM,
+def test_a_broken_answer_falls_back_offline(tenant_a: Any, fake: FakeLLM, settings: Any,
+                                            monkeypatch: pytest.MonkeyPatch,
                                             answer: tuple[Any, ...]) -> None:
+    settings.LLM_TIMEOUTS = '{"learnings": 1}'  # the hang outlasts it
+    monkeypatch.setattr(retries, "_sleep", lambda seconds: None)  # the back-off is not tested here
     fake.then(answer)
     result = learnings(tenant_a, TRANSCRIPT + "\n\nNote: always export STRIPE_FAKE in CI.")
     assert result.fallback
