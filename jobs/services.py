@@ -191,8 +191,9 @@ def _broker_connection() -> Iterator[Any]:
     owner = (os.getpid(), str(app.conf.broker_url))
     kept: tuple[tuple[int, str], Any] | None = getattr(_kept, "connection", None)
     if kept is None or kept[0] != owner:
-        if kept is not None:
-            _drop(kept[1])
+        if kept is not None and kept[0][0] == owner[0]:
+            _drop(kept[1])  # another broker URL; a parent's connection is left alone (closing
+            # it here would shut the socket the parent still uses)
         timeout = settings.REDIS_SOCKET_TIMEOUT_SECONDS
         kept = (owner, app.connection_for_write(transport_options={
             "max_retries": 0, "socket_connect_timeout": timeout, "socket_timeout": timeout}))

@@ -237,3 +237,15 @@ def test_a_kept_broker_connection_loses_nothing_when_redis_restarts(
         app.conf.broker_url = broker
         with services._broker_connection():
             pass  # back on the test broker
+
+
+def test_a_forked_child_opens_its_own_broker_connection_and_leaves_the_parents(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with services._broker_connection() as parents:
+        pass
+    released: list[Any] = []
+    monkeypatch.setattr(parents, "release", lambda: released.append(True))
+    monkeypatch.setattr(services.os, "getpid", lambda: -1)  # as a forked child sees it
+    with services._broker_connection() as childs:
+        assert childs is not parents
+    assert released == [], "closing it would shut the socket the parent still uses"
