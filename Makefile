@@ -35,14 +35,17 @@ $(VECTOR_EXTRAS): $(STAMP) $(wildcard requirements/vectors-*.txt)
 vector-extra: venv
 	$(PY) -m pip install --quiet -r requirements/vectors-$(BACKEND).txt
 
+# Test workers (pytest-xdist): each file runs on one worker with its own test database and
+# embedded Redis. TEST_WORKERS=0 runs the suite in this process.
+TEST_WORKERS ?= 2
 test: venv $(VECTOR_EXTRAS)
 	scripts/ensure_chromium.sh
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The quick lane while working: everything but the tests marked slow (the real local model,
 # the browser, the worker and fault drills). CI runs `make lint` and the full `make test`.
 test-quick: venv $(VECTOR_EXTRAS)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 # Schemathesis with many more examples per operation than `make test` runs (minutes).
 fuzz: venv

@@ -191,12 +191,14 @@ def private_directory(path: Path) -> Path:
 def redis_data_dir(var_dir: Path) -> Path:
     """Where the embedded Redis keeps its data: ``var/redis`` for the service; a test run
     (``pytest`` imported) gets ``var/redis-test`` (``-<TOX_PARALLEL_ENV>`` when set, as its
-    test database does), so that it never shares broker queues, caches or rate-limit
-    counters with a running ``make run`` or with another test run beside it."""
+    test database does, and ``-<worker>`` for each pytest-xdist worker), so that it never
+    shares broker queues, caches or rate-limit counters with a running ``make run``, with
+    another test run beside it or with another worker of the same run."""
     if "pytest" not in sys.modules:
         return var_dir / "redis"
-    suffix = os.environ.get("TOX_PARALLEL_ENV", "")
-    return var_dir / (f"redis-test-{suffix}" if suffix else "redis-test")
+    suffixes = [os.environ.get("TOX_PARALLEL_ENV", ""), os.environ.get("PYTEST_XDIST_WORKER", "")]
+    name = "-".join(["redis-test", *filter(None, suffixes)])
+    return var_dir / name
 
 
 def start_redis(data_dir: Path) -> str:

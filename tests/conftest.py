@@ -98,6 +98,23 @@ def owner_flushes() -> Iterator[None]:
     test_settings["MIRROR"] = previous_mirror
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give each schemathesis case (``test_api_fuzz.py``: one per API operation) a node id of
+    its own. Schemathesis names the item after its operation (``…[POST /api/v1/memories]``),
+    but pytest 9 builds a test's id from its ``originalname``, which schemathesis sets to the
+    function's name: every case had one id, and pytest-xdist, which schedules by id, ran one
+    case of the 60. The id is built as pytest builds any node's (private API, so a collection
+    that still holds one id twice stops the run rather than skip cases in silence)."""
+    from schemathesis.pytest.plugin import SchemathesisFunction
+
+    cases = [item for item in items if isinstance(item, SchemathesisFunction)]
+    for item in cases:
+        if item.parent is not None:
+            item._id = item.parent.id.child(item.name)  # type: ignore[attr-defined]
+    if len({item.nodeid for item in cases}) != len(cases):
+        raise pytest.UsageError("schemathesis cases share a node id: pytest-xdist would skip some")
+
+
 @pytest.fixture(autouse=True)
 def _search_in_one_transaction(settings: Any) -> None:
     """Concurrent search jobs run on their own connections, which cannot see a test's
