@@ -66,16 +66,18 @@ def _neighbour(adjacent: Adjacent | None, side: str, memory: Memory,
 
 def reranked(layer: Layer, query: str, base: QuerySet[Memory], keyword_base: QuerySet[Memory],
              vector: np.ndarray, limit: int, semantic: list[Memory], keyword: list[Memory],
-             ) -> list[SearchHit]:
+             graph: list[Memory] | None = None) -> list[SearchHit]:
     """One layer's hybrid candidates, best first.
 
     ``base``: the layer's memories as the search narrowed them (scope, metadata filter);
     ``keyword_base``: the same narrowed to the keyword partition (BM25 statistics);
     ``semantic`` / ``keyword``: the two lists (memories annotated with ``distance``, and
-    ``keyword_score`` for the keyword list), ``POOL_DEPTH`` deep; ``limit``: the call's, for
-    ``rrf``. Costs up to four short queries beside the lists: neighbour ids (twice) and their
-    rows with distances, only for candidates that record a context, and BM25 of the memories
-    the keyword list did not score.
+    ``keyword_score`` for the keyword list), ``POOL_DEPTH`` deep; ``graph``: the memories the
+    knowledge graph links to the query (``graphHops``; annotated with ``distance``), which
+    join the candidates and keep their ``graph_rank``; ``limit``: the call's, for ``rrf``.
+    Costs up to four short queries beside the lists: neighbour ids (twice) and their rows
+    with distances, only for candidates that record a context, and BM25 of the memories the
+    keyword list did not score.
     """
     hits: dict[Any, SearchHit] = {}
     for rank, memory in enumerate(semantic, start=1):
@@ -85,6 +87,9 @@ def reranked(layer: Layer, query: str, base: QuerySet[Memory], keyword_base: Que
         hit = hits.setdefault(memory.pk, SearchHit(memory, layer, similarity=similarity_of(memory)))
         hit.keyword_score = float(cast(Any, memory).keyword_score)
         hit.keyword_rank = rank
+    for rank, memory in enumerate(graph or [], start=1):
+        hit = hits.setdefault(memory.pk, SearchHit(memory, layer, similarity=similarity_of(memory)))
+        hit.graph_rank = rank
     if not hits:
         return []
     # Only a memory that records a context can have neighbours (``declared``): memories

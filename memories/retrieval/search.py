@@ -12,9 +12,11 @@ Per layer the caller can reach:
   each result still carries seed 002's RRF, ``Σ 1/(k + rank)``, ``k = 60``, a missing rank
   counting ``limit + 1``. ``fusion="rrf"`` orders by that RRF instead. The threshold applies
   to the semantic list only: a keyword match is lexical evidence of its own.
-- graph expansion (``graph_hops`` 1..3, hybrid only): a third list in the fusion — the
-  memories the knowledge graph links to the entities the query names, within that many hops
-  (``memories.retrieval.expansion``), ordered by cosine similarity to the query.
+- graph expansion (``graph_hops`` 1..3, hybrid only): a third list — the memories the
+  knowledge graph links to the entities the query names, within that many hops
+  (``memories.retrieval.expansion``), ordered by cosine similarity to the query and read
+  ``POOL_DEPTH`` deep — joins the reranker's candidates (with ``fusion="rrf"``, a third
+  term of the RRF).
 
 Layers are then merged by precedence (agent first), then score, near-duplicates dropped
 (``memories.retrieval.merge``).
@@ -82,7 +84,7 @@ class Mode(StrEnum):
 
 class Fusion(StrEnum):
     """How hybrid orders its candidates: the reranker (default, ``memories.retrieval.fusion``)
-    or seed 002's plain RRF (for comparison; graph expansion always fuses by RRF)."""
+    or seed 002's plain RRF (for comparison)."""
 
     RERANK = "rerank"
     RRF = "rrf"
@@ -110,9 +112,8 @@ class SearchRequest:
 
     @property
     def reranks(self) -> bool:
-        """Whether hybrid's reranker orders this search (hybrid, no graph expansion)."""
-        return (self.mode == Mode.HYBRID and self.fusion == Fusion.RERANK
-                and not self.graph_hops)
+        """Whether hybrid's reranker orders this search."""
+        return self.mode == Mode.HYBRID and self.fusion == Fusion.RERANK
 
     @property
     def depth(self) -> int:
@@ -356,13 +357,15 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
     linked = expanded_ids(ctx, query, request.graph_hops) if vector is not None else []
     candidates: list[SearchHit] = []
     total = 0
-    for index, (layer, _) in enumerate(bases):
-        graph = (graph_list(bases[index][1], linked, vector, request.limit)
+    for index, (layer, base) in enumerate(bases):
+        # The graph's list keeps to the search's scope and metadata filter, as the others do.
+        graph = (graph_list(narrowed[layer][0] if layer in narrowed else base, linked, vector,
+                            request.depth)
                  if request.graph_hops and vector is not None else None)
         if request.reranks and vector is not None and layer in narrowed:
             scoped, lexeme = narrowed[layer]
             found = reranked(layer, query, scoped, scoped.filter(partition_is(lexeme)), vector,
-                             request.limit, lists[2 * index], lists[2 * index + 1])
+                             request.limit, lists[2 * index], lists[2 * index + 1], graph or [])
         else:
             found = _fuse(layer, request.mode, request.limit, vector,
                           lists[2 * index], lists[2 * index + 1], graph)

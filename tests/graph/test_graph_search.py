@@ -51,3 +51,43 @@ def test_expansion_without_a_graph_answers_like_plain_search(tenant_a: Any,
     expanded = _search(tenant_a, query="lighthouse", graphHops=2)
     assert [r["memory"]["id"] for r in plain.json()["results"]] == [
         r["memory"]["id"] for r in expanded.json()["results"]]
+
+
+def test_expansion_is_ranked_by_the_reranker_like_plain_search(tenant_a: Any,
+                                                               graph_env: Any) -> None:
+    """The graph's list joins the reranker's candidates: a memory both searches return
+    scores the same in each (the reranker's probability, not a fused rank)."""
+    remember(tenant_a, "Quentin Blackwood repaired the old lighthouse.",
+             "Quentin Blackwood adopted a grey cat.", "The lighthouse keeper retired.",
+             "Bread prices went up again.")
+    query = "What did Quentin Blackwood repair?"
+    plain = _search(tenant_a, query=query, threshold=0.7).json()["results"]
+    expanded = _search(tenant_a, query=query, threshold=0.7, graphHops=1).json()["results"]
+    scores = {r["memory"]["id"]: r["score"] for r in plain}
+    shared = [r for r in expanded if r["memory"]["id"] in scores]
+    assert shared and all(r["score"] == pytest.approx(scores[r["memory"]["id"]])
+                          for r in shared)
+    cat = next(r for r in expanded if "cat" in r["memory"]["content"])
+    assert cat["graphRank"] is not None and 0.0 < cat["score"] < 1.0
+
+
+def test_expansion_keeps_to_the_filter_and_the_scope(tenant_a: Any, graph_env: Any) -> None:
+    """The graph links memories across tags and scopes; the memories it adds to a search are
+    held to the search's metadata filter and scope like the others."""
+    remember(tenant_a, "Quentin Blackwood repaired the old lighthouse.",
+             metadata={"tags": ["work"]}, scope="harbour")
+    remember(tenant_a, "Quentin Blackwood adopted a grey cat.", metadata={"tags": ["home"]},
+             scope="den")
+    remember(tenant_a, "Quentin Blackwood painted the boat shed.",
+             metadata={"tags": ["work"]}, scope="yard")
+    query = "Quentin Blackwood"
+    for fusion in ("rerank", "rrf"):
+        tagged = _search(tenant_a, query=query, graphHops=1, fusion=fusion,
+                         filter={"tags": ["work"]}).json()["results"]
+        assert {r["memory"]["content"] for r in tagged} == {
+            "Quentin Blackwood repaired the old lighthouse.",
+            "Quentin Blackwood painted the boat shed."}
+        scoped = _search(tenant_a, query=query, graphHops=1, fusion=fusion,
+                         scope="harbour").json()["results"]
+        assert [r["memory"]["content"] for r in scoped] == [
+            "Quentin Blackwood repaired the old lighthouse."]
