@@ -357,15 +357,15 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
     linked = expanded_ids(ctx, query, request.graph_hops) if vector is not None else []
     candidates: list[SearchHit] = []
     total = 0
-    for index, (layer, base) in enumerate(bases):
-        # The graph's list keeps to the search's scope and metadata filter, as the others do.
-        graph = (graph_list(narrowed[layer][0] if layer in narrowed else base, linked, vector,
-                            request.depth)
-                 if request.graph_hops and vector is not None else None)
+    for index, (layer, _) in enumerate(bases):
+        # The graph's list keeps to the search's scope and metadata filter, as the others do;
+        # an empty layer (not narrowed) has nothing to link.
+        graph = (graph_list(narrowed[layer][0], linked, vector, request.depth)
+                 if request.graph_hops and vector is not None and layer in narrowed else None)
         if request.reranks and vector is not None and layer in narrowed:
             scoped, lexeme = narrowed[layer]
             found = reranked(layer, query, scoped, scoped.filter(partition_is(lexeme)), vector,
-                             request.limit, lists[2 * index], lists[2 * index + 1], graph or [])
+                             request.limit, lists[2 * index], lists[2 * index + 1], graph)
         else:
             found = _fuse(layer, request.mode, request.limit, vector,
                           lists[2 * index], lists[2 * index + 1], graph)
