@@ -13,7 +13,7 @@ from rest_framework.request import Request
 
 from memory_project.after_response import after_response
 from memory_project.errors import InvalidTenantContext, RateLimited
-from tenants.context import TenantContext, activate
+from tenants.context import TenantContext
 from tenants.entry import run_in_scope
 from tenants.ratelimit import invalid_key_blocked, invalid_key_hit
 from tenants.services import api_key_authenticate, api_key_touch, api_key_use_due
@@ -61,13 +61,12 @@ class ApiKeyAuthentication(BaseAuthentication):
             raise RateLimited("Too many requests with invalid API keys from this address.",
                               details={"retryAfter": wait})
         try:
-            ctx = api_key_authenticate(raw_key)
+            ctx = api_key_authenticate(raw_key, enter=True)
         except InvalidTenantContext:
             with _suspects_lock:
                 _suspects[address] = True
             invalid_key_hit(address)
             raise
-        activate(ctx)
         if api_key_use_due(ctx.api_key_id):
             after_response(partial(_touch, ctx), even_after_errors=True)
         return ctx, ctx

@@ -44,6 +44,9 @@ _lock = threading.Lock()
 #: ``{tenant id: config_version}`` read so far inside :func:`pinned`; ``None`` outside.
 _pins: contextvars.ContextVar[dict[uuid.UUID, uuid.UUID | None] | None] = (
     contextvars.ContextVar("config_pins", default=None))
+#: The version the request's authentication read (:func:`seed`); ``None`` outside a request.
+_seeded: contextvars.ContextVar[dict[uuid.UUID, uuid.UUID | None] | None] = (
+    contextvars.ContextVar("config_seeded", default=None))
 
 
 def config_version(tenant_id: uuid.UUID) -> uuid.UUID | None:
@@ -101,14 +104,28 @@ def cached(tenant_id: uuid.UUID, name: str, key: Hashable, load: Callable[[], T]
     return copy.deepcopy(found)  # type: ignore[return-value]
 
 
+def seed(tenant_id: uuid.UUID, version: uuid.UUID) -> None:
+    """Record ``version``, read by this transaction's authentication (``tenants.key_cache``),
+    as ``tenant_id``'s for the request's :func:`pinned` blocks, which then start from it
+    instead of reading it again (one primary-key lookup per search). Cleared by
+    :func:`unseed` when the request's tenant scope ends (``tenants.context.deactivate``)."""
+    _seeded.set({tenant_id: version})
+
+
+def unseed() -> None:
+    """Forget the version recorded by :func:`seed`."""
+    _seeded.set(None)
+
+
 @contextmanager
 def pinned() -> Iterator[None]:
-    """Read each tenant's ``config_version`` at most once inside the block.
+    """Read each tenant's ``config_version`` at most once inside the block (not at all for
+    the version the request's authentication read: :func:`seed`).
 
     For read-only operations only: a configuration write inside the block is not seen by
     the block's later reads. Nested blocks share the outer block's versions.
     """
-    token = _pins.set({}) if _pins.get() is None else None
+    token = _pins.set(dict(_seeded.get() or {})) if _pins.get() is None else None
     try:
         yield
     finally:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from django.db import connection, transaction
 
 from memory_project.errors import ConfigurationError, MissingTenantContext
+from tenants import config_cache
 
 TENANT_GUC = "app.tenant_id"
 API_KEY_PREFIX_GUC = "app.api_key_prefix"
@@ -99,16 +100,22 @@ def set_guc(name: str, value: str) -> None:
         cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
 
 
-def activate(ctx: TenantContext) -> None:
+def activate(ctx: TenantContext, *, checked_version: uuid.UUID | None = None) -> None:
     """Enter ``ctx`` for the rest of the current transaction (request scope).
 
     Must run inside a transaction; the request middleware opens one and calls
-    :func:`deactivate` at the end of the request.
+    :func:`deactivate` at the end of the request. ``checked_version``: the caller has just set
+    ``app.tenant_id`` to ``ctx``'s tenant in this transaction, in the statement that read the
+    tenant's ``config_version`` (``tenants.key_cache``); the setting is not made again, and
+    that version serves the request's ``config_cache.pinned`` blocks (``config_cache.seed``).
     """
     if not connection.in_atomic_block:
         raise RuntimeError("activate() needs a transaction: the tenant GUC is transaction-local")
     _current.set(ctx)
-    set_guc(TENANT_GUC, str(ctx.tenant_id))
+    if checked_version is None:
+        set_guc(TENANT_GUC, str(ctx.tenant_id))
+    else:
+        config_cache.seed(ctx.tenant_id, checked_version)
 
 
 def deactivate() -> None:
@@ -120,6 +127,7 @@ def deactivate() -> None:
     """
     _current.set(None)
     _cross_tenant.set(None)
+    config_cache.unseed()
     conn = connection
     if (conn.connection is not None and len(conn.atomic_blocks) > 1
             and not conn.needs_rollback):

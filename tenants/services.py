@@ -24,7 +24,7 @@ from memory_project.errors import (
 )
 from tenants import key_cache
 from tenants.audit import audit_record
-from tenants.context import API_KEY_PREFIX_GUC, TenantContext, side_door
+from tenants.context import API_KEY_PREFIX_GUC, TenantContext, activate, side_door
 from tenants.layers import IDENTIFIER_FIELDS, Layer
 from tenants.models import ApiKey, Organization, Project, Team, Tenant
 from tenants.permissions import Role
@@ -210,13 +210,15 @@ def api_key_revoke(ctx: TenantContext, *, key_id: object) -> ApiKey:
     return key
 
 
-def api_key_authenticate(raw_key: str) -> TenantContext:
+def api_key_authenticate(raw_key: str, *, enter: bool = False) -> TenantContext:
     """Resolve a raw API key to a :class:`TenantContext`.
 
     The key row is read under row-level security through ``app.api_key_prefix``, which opens
     exactly the row whose prefix the caller already knows; the secret is then compared as a
     SHA-256 digest in constant time. Must run inside a transaction. A key seen before is
     served from ``tenants.key_cache`` while its tenant's configuration version is unchanged.
+    ``enter``: the key's tenant is also entered for the rest of the transaction
+    (``tenants.context.activate``; for a cached key, in the statement checking its version).
 
     Raises:
         InvalidTenantContext: unknown, malformed, revoked or expired key, or inactive tenant.
@@ -225,13 +227,12 @@ def api_key_authenticate(raw_key: str) -> TenantContext:
     digest = _digest(raw_key)
     if not raw_key.startswith(KEY_PREFIX) or len(raw_key) <= PREFIX_LENGTH or "\x00" in raw_key:
         raise InvalidTenantContext()
-    cached = key_cache.cached_context(digest)
+    cached = key_cache.cached_context(digest, enter=enter)
     if cached is not None:
         return cached
     with side_door(API_KEY_PREFIX_GUC, raw_key[:PREFIX_LENGTH]):
         key = ApiKey._base_manager.select_related("tenant").filter(
-            prefix=raw_key[:PREFIX_LENGTH]
-        ).first()
+            prefix=raw_key[:PREFIX_LENGTH]).first()
     now = timezone.now()
     if (
         key is None
@@ -242,17 +243,16 @@ def api_key_authenticate(raw_key: str) -> TenantContext:
     ):
         raise InvalidTenantContext()
     ctx = TenantContext(
-        tenant_id=key.tenant_id,
-        tenant_slug=key.tenant.slug,
-        principal=f"api_key:{key.prefix}",
-        roles=frozenset(key.roles or []),
-        api_key_id=key.id,
+        tenant_id=key.tenant_id, tenant_slug=key.tenant.slug, principal=f"api_key:{key.prefix}",
+        roles=frozenset(key.roles or []), api_key_id=key.id,
         allowed_layers=frozenset(key.allowed_layers or []),
         pinned_identifiers=tuple(sorted((key.pinned_identifiers or {}).items())),
         rate_limit=key.rate_limit,
     )
     key_cache.remember(digest, ctx, version=key.tenant.config_version,
                        expires_at=key.expires_at)
+    if enter:
+        activate(ctx)
     return ctx
 
 

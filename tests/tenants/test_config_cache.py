@@ -174,3 +174,48 @@ def test_a_search_reads_the_configuration_version_once(tenant_a) -> None:
     with transaction.atomic(), tenant_scope(tenant_a.ctx):
         memory_search(tenant_a.ctx, request)
         assert version_lookups(lambda: memory_search(tenant_a.ctx, request)) == 1
+
+
+def rest_search(tenant: Any) -> tuple[Any, int]:
+    """A semantic REST search for "green tea"; the response and the ``config_version`` reads
+    of its transaction (up to where the request leaves its tenant: in a test's transaction,
+    ``deactivate`` empties the setting; the bookkeeping after the response is not counted)."""
+    with CaptureQueriesContext(connection) as captured:
+        response = tenant.client.post("/api/v1/memories/search", {
+            "query": "green tea", "identifiers": {"userId": "u1"}, "mode": "semantic"},
+            content_type="application/json")
+    assert response.status_code == 200, response.content
+    statements = [q["sql"] for q in captured.captured_queries]
+    left = next(i for i, sql in enumerate(statements) if "'app.tenant_id', ''" in sql)
+    return response, sum("config_version" in sql for sql in statements[:left])
+
+
+def set_threshold(tenant: Any, value: float) -> None:
+    with transaction.atomic(), tenant_scope(tenant.ctx):
+        tenant_settings_update(tenant.ctx, patch={"search": {"defaultThreshold": value}})
+
+
+def test_a_rest_search_reads_the_version_only_to_authenticate(tenant_a) -> None:
+    tenant_a.add("User likes green tea")
+    rest_search(tenant_a)
+    _, lookups = rest_search(tenant_a)
+    assert lookups == 1  # the cached key's check, which the search's pinned block reuses
+
+
+def test_a_rest_search_sees_a_change_made_between_requests(tenant_a) -> None:
+    tenant_a.add("User likes green tea")
+    set_threshold(tenant_a, 1.0)
+    assert rest_search(tenant_a)[0].json()["results"] == []
+    assert rest_search(tenant_a)[0].json()["results"] == []  # the key cached: the same
+    set_threshold(tenant_a, 0.0)
+    assert len(rest_search(tenant_a)[0].json()["results"]) == 1
+    assert len(rest_search(tenant_a)[0].json()["results"]) == 1
+
+
+def test_the_version_a_request_read_ends_with_it(tenant_a) -> None:
+    tenant_a.add("User likes green tea")
+    rest_search(tenant_a)
+    rest_search(tenant_a)
+    set_threshold(tenant_a, 0.25)
+    with transaction.atomic(), tenant_scope(tenant_a.ctx), config_cache.pinned():
+        assert default_threshold(tenant_a.ctx) == 0.25  # not the last request's version

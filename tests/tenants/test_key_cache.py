@@ -92,3 +92,23 @@ def test_other_tenants_keys_are_unaffected(tenant_a, tenant_b) -> None:
     assert sql(tenant_a, "UPDATE tenants_apikey SET revoked_at = now()")
     assert_error(get(tenant_a), 401, "INVALID_TENANT_CONTEXT")
     assert get(tenant_b).key_queries == []
+
+
+def test_a_known_key_enters_its_tenant_in_the_version_check(tenant_a) -> None:
+    tenant_a.add("User likes green tea")
+    get(tenant_a)
+    with CaptureQueriesContext(connection) as captured:
+        response = tenant_a.client.get(LIST_URL)
+    entering = [q["sql"] for q in captured.captured_queries
+                if "app.tenant_id" in q["sql"] and "'app.tenant_id', ''" not in q["sql"]]
+    assert len(entering) == 1 and "config_version" in entering[0]  # (not the leaving one)
+    assert [m["content"] for m in response.json()["memories"]] == ["User likes green tea"]
+
+
+def test_a_stale_version_enters_no_tenant_before_the_key_is_read_again(tenant_a) -> None:
+    tenant_a.add("User likes green tea")
+    get(tenant_a)
+    assert sql(tenant_a, "UPDATE tenants_apikey SET allowed_layers = '[\"user\"]'") == 1
+    response = get(tenant_a)
+    assert response.key_queries  # read from the database, then entered
+    assert [m["content"] for m in response.json()["memories"]] == ["User likes green tea"]
