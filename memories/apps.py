@@ -10,11 +10,14 @@ class MemoriesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
         from governance.models import ReviewKind
         from governance.services import register_review_executor
         from memories import settings_sections
         from memories.embedding.readiness import embedding_model_probe, warm_up
         from memories.retrieval.pgvector_backend import build
+        from memories.retrieval.semantic import session_ef_search
         from memories.services import lifecycle
         from memories.services.deletion import memories_erased
         from memories.signals import memories_restored, memories_soft_deleted, memories_stored
@@ -27,6 +30,7 @@ class MemoriesConfig(AppConfig):
         from vectors.registry import register
 
         register("pgvector", build)
+        connection_created.connect(session_ef_search, dispatch_uid="memories.ef_search")
         for name, signal in (("stored", memories_stored), ("soft", memories_soft_deleted),
                              ("restored", memories_restored), ("erased", memories_erased)):
             signal.connect(on_memories_changed, dispatch_uid=f"tiers.{name}")

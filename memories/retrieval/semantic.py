@@ -97,9 +97,14 @@ def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memo
     rows: list[Memory] = []
     if start != EXACT and connection.in_atomic_block:
         ivfflat = pg.index_type == "ivfflat"
+        name = "ivfflat.probes" if ivfflat else "hnsw.ef_search"
+        # A connection opens at MEMORY_HNSW_EF_SEARCH (``session_ef_search``): a scan at that
+        # width needs no SET LOCAL of its own, and one at another width restores it after.
+        session = None if ivfflat else getattr(connection, SESSION_EF_SEARCH, None)
         knob, widest = start, (start if ivfflat else _ef_search(limit, widest=True))
         while True:
-            _set_local("ivfflat.probes" if ivfflat else "hnsw.ef_search", knob)
+            if knob != session:
+                _set_local(name, knob)
             rows = list(_ranking(light, vector, pg.metric, exact=False)[:limit])
             if len(rows) >= limit:
                 start = knob
@@ -107,6 +112,8 @@ def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memo
             if knob >= widest:
                 break
             knob = widened(knob, len(rows), limit, widest)
+        if session is not None and knob != session:
+            _set_local(name, session)
     if len(rows) < limit:
         start = EXACT
         rows = list(_ranking(light, vector, pg.metric, exact=True)[:limit])
@@ -175,6 +182,23 @@ def _ef_search(limit: int, *, widest: bool = False) -> int:
     least ``2 × limit``; ``widest``: ``MEMORY_HNSW_EF_SEARCH_MAX`` (pgvector caps it at 1000)."""
     ef_search = max(settings.MEMORY_HNSW_EF_SEARCH, 2 * limit)
     return max(settings.MEMORY_HNSW_EF_SEARCH_MAX, ef_search) if widest else ef_search
+
+
+#: The attribute of a database connection holding the ``hnsw.ef_search`` it was opened with.
+SESSION_EF_SEARCH = "memory_hnsw_ef_search"
+
+
+def session_ef_search(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created`` receiver: a new database connection starts with
+    ``hnsw.ef_search = MEMORY_HNSW_EF_SEARCH`` (a session setting; pgvector's own default is
+    40), one round trip per connection, so that :func:`nearest`'s usual scan needs no
+    ``SET LOCAL`` round trip per search. Behind a pooler that shares server connections
+    between clients (PgBouncer's transaction mode) a session setting does not stay with the
+    client: such a deployment sets ``hnsw.ef_search`` on the database or role instead."""
+    value = settings.MEMORY_HNSW_EF_SEARCH
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(value)])
+    setattr(connection, SESSION_EF_SEARCH, value)
 
 
 def _set_local(name: str, value: int) -> None:

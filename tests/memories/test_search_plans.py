@@ -170,8 +170,11 @@ def test_a_small_tenant_in_a_shared_index_is_widened_step_by_step(
             cursor.execute("SET LOCAL enable_sort = off")
         with CaptureQueriesContext(connection) as captured:
             found = memory_search(tenant_a.ctx, request)
+        assert ef_search_now() == getattr(connection, semantic.SESSION_EF_SEARCH)  # restored
     set_to = [int(m.group(1)) for q in captured.captured_queries
               if (m := re.search(r"'hnsw\.ef_search', '(\d+)'", q["sql"]))]
+    restored = set_to.pop()
+    assert restored == getattr(connection, semantic.SESSION_EF_SEARCH)
     assert set_to[0] == 40 and steps, "a fifth of 40 candidates cannot fill 20 results"
     assert set_to[1:] == [next_ef for _, _, next_ef in steps]
     for ef_search, passed, next_ef in steps:
@@ -182,3 +185,35 @@ def test_a_small_tenant_in_a_shared_index_is_widened_step_by_step(
     assert len(got) == 20
     assert set(got) <= set(notes[::5])
     assert len(set(got) & set(exact_top(tenant_a, "tomato greenhouse seedlings", 20))) >= 18
+
+
+def ef_search_now() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('hnsw.ef_search')::int")
+        return int(cursor.fetchone()[0])
+
+
+def test_a_connection_opens_at_the_configured_ef_search(settings) -> None:
+    settings.MEMORY_HNSW_EF_SEARCH = 77
+    opened = connections.create_connection("default")
+    try:
+        with opened.cursor() as cursor:
+            cursor.execute("SELECT current_setting('hnsw.ef_search')::int")
+            assert cursor.fetchone()[0] == 77 == getattr(opened, semantic.SESSION_EF_SEARCH)
+    finally:
+        opened.close()
+
+
+def test_a_scan_at_the_connections_width_sets_nothing(tenant_a, settings) -> None:
+    settings.MEMORY_EXACT_SCAN_MAX_ROWS = 1  # every scope counts as large
+    add_many(tenant_a, [f"Garden note {i} about tomatoes" for i in range(12)])
+    request = SearchRequest(query="tomatoes", identifiers=USER, mode="semantic",
+                            threshold=0.0, layers=("user",))
+    session = getattr(connection, semantic.SESSION_EF_SEARCH)
+    assert session == settings.MEMORY_HNSW_EF_SEARCH
+    with transaction.atomic(), tenant_scope(tenant_a.ctx), \
+            CaptureQueriesContext(connection) as captured:
+        found = memory_search(tenant_a.ctx, request)
+        assert ef_search_now() == session
+    assert len(found.results) == 10
+    assert not [q for q in captured.captured_queries if "set_config('hnsw.ef_search'" in q["sql"]]
