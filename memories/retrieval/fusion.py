@@ -50,11 +50,14 @@ POOL_DEPTH = 30
 EXPAND_FROM = 10
 
 
-def rrf(semantic_rank: int | None, keyword_rank: int | None, limit: int) -> float:
+def rrf(semantic_rank: int | None, keyword_rank: int | None, limit: int,
+        graph_rank: int | None = None, *, graph: bool = False) -> float:
     """Seed 002's ``1/(k + semantic_rank) + 1/(k + keyword_rank)``, a missing rank counting
-    ``limit + 1``."""
+    ``limit + 1``; ``graph``: the search expanded by the knowledge graph, whose list adds a
+    third term, ``1/(k + graph_rank)``."""
     missing = limit + 1
-    return 1.0 / (RRF_K + (semantic_rank or missing)) + 1.0 / (RRF_K + (keyword_rank or missing))
+    fused = 1.0 / (RRF_K + (semantic_rank or missing)) + 1.0 / (RRF_K + (keyword_rank or missing))
+    return fused + (1.0 / (RRF_K + (graph_rank or missing)) if graph else 0.0)
 
 
 def _neighbour(adjacent: Adjacent | None, side: str, memory: Memory,
@@ -117,7 +120,8 @@ def reranked(layer: Layer, query: str, base: QuerySet[Memory], keyword_base: Que
     log_features([hit.memory for hit in ordered], features)
     probabilities = current_reranker().probabilities(features)
     for hit, probability in zip(ordered, probabilities, strict=True):
-        hit.rrf = rrf(hit.semantic_rank, hit.keyword_rank, limit)
+        hit.rrf = rrf(hit.semantic_rank, hit.keyword_rank, limit, hit.graph_rank,
+                      graph=graph is not None)
         hit.score = float(probability)
     return sorted(ordered, key=order_within_layer)
 

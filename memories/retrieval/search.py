@@ -43,7 +43,7 @@ from memories.restrictions import allowed_layers_of, check_layer
 from memories.retrieval.concurrency import run_concurrently
 from memories.retrieval.expansion import MAX_HOPS, expanded_ids
 from memories.retrieval.filters import MetadataFilter
-from memories.retrieval.fusion import POOL_DEPTH, RRF_K, reranked, rrf
+from memories.retrieval.fusion import POOL_DEPTH, reranked, rrf
 from memories.retrieval.hits import SearchHit, order_within_layer, similarity_of
 from memories.retrieval.keyword import bm25
 from memories.retrieval.merge import merge_by_precedence
@@ -232,13 +232,12 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
     for rank, memory in enumerate(graph or [], start=1):
         cand = by_id.setdefault(memory.pk, SearchHit(memory, layer))
         cand.graph_rank = rank
-    missing = limit + 1
     for cand in by_id.values():
         if vector is not None and cand.similarity is None:
             cand.similarity = similarity_of(cand.memory)
         if mode == Mode.HYBRID:
-            cand.rrf = rrf(cand.semantic_rank, cand.keyword_rank, limit) + (
-                1.0 / (RRF_K + (cand.graph_rank or missing)) if graph is not None else 0.0)
+            cand.rrf = rrf(cand.semantic_rank, cand.keyword_rank, limit, cand.graph_rank,
+                           graph=graph is not None)
             cand.score = cand.rrf
         elif mode == Mode.SEMANTIC:
             cand.score = cand.similarity or 0.0

@@ -91,3 +91,19 @@ def test_expansion_keeps_to_the_filter_and_the_scope(tenant_a: Any, graph_env: A
                          scope="harbour").json()["results"]
         assert [r["memory"]["content"] for r in scoped] == [
             "Quentin Blackwood repaired the old lighthouse."]
+
+
+@pytest.mark.parametrize("fusion", ["rerank", "rrf"])
+def test_the_graph_list_is_a_term_of_the_rrf_under_either_fusion(
+        tenant_a: Any, graph_env: Any, fusion: str) -> None:
+    """``rrf`` adds ``1/(60 + graphRank)`` (a missing rank counting limit + 1), whichever
+    fusion orders the results."""
+    remember(tenant_a, "Quentin Blackwood repaired the old lighthouse.",
+             "Quentin Blackwood adopted a grey cat.", "Bread prices went up again.")
+    results = _search(tenant_a, query="What did Quentin Blackwood repair?", limit=10,
+                      graphHops=1, fusion=fusion).json()["results"]
+    assert any(r["graphRank"] is not None for r in results)
+    missing = 10 + 1
+    for r in results:
+        ranks = (r["semanticRank"], r["keywordRank"], r["graphRank"])
+        assert r["rrf"] == pytest.approx(sum(1.0 / (60 + (rank or missing)) for rank in ranks))
