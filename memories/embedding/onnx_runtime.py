@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from memories.embedding.threads import model_threads
+
 logger = logging.getLogger(__name__)
 
 #: ONNX opset of the export; ONNX Runtime 1.32 runs opsets up to 23.
@@ -137,7 +139,8 @@ class OnnxEmbedder:
 
     ``encode(texts)`` returns float32 L2-normalised vectors of shape ``(len(texts), 384)``,
     in the order of ``texts``. Threads: ``EMBEDDING_TORCH_THREADS`` intra-op threads (one by
-    default, docs/performance.md "Embeddings"); batches of ``EMBEDDING_BATCH_SIZE`` texts.
+    default, docs/performance.md "Embeddings"; a bulk command's own: ``threads.use_threads``);
+    batches of ``EMBEDDING_BATCH_SIZE`` texts.
     """
 
     model_name = "all-MiniLM-L6-v2"
@@ -202,7 +205,7 @@ def _open(source: Path) -> tuple[Any, Any]:
     tokenizer.enable_truncation(max_length=int(config["max_seq_length"]))
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
     options = onnxruntime.SessionOptions()
-    threads = settings.EMBEDDING_TORCH_THREADS
+    threads = model_threads()
     if threads > 0:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

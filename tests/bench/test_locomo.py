@@ -7,10 +7,13 @@ import json
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from bench.locomo import load_samples, questions, recall_at_k, turns
+from bench.management.commands import import_locomo as import_command
 from memories.models import Memory
+from memories.services import memory as memory_service
 from tenants.context import tenant_scope
 from tenants.models import Project
 
@@ -173,6 +176,25 @@ def test_a_missing_file_or_tenant_is_refused(tenant_a, tmp_path, locomo_file) ->
         run("import_locomo", tmp_path / "absent.json", tenant=tenant_a.tenant.slug)
     with pytest.raises(CommandError, match="No tenant"):
         run("import_locomo", locomo_file, tenant="no-such-tenant")
+    with pytest.raises(CommandError, match="--threads"):
+        run("import_locomo", locomo_file, tenant=tenant_a.tenant.slug, threads=0)
+
+
+def test_import_loads_the_model_on_the_threads_asked_for(tenant_a, locomo_file,
+                                                          monkeypatch) -> None:
+    from memories.embedding import threads
+
+    seen: list[int] = []
+    original = memory_service.memory_bulk_add
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(threads.model_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(import_command, "memory_bulk_add", recording)
+    run("import_locomo", locomo_file, tenant=tenant_a.tenant.slug, threads=3)
+    assert seen and set(seen) == {3}
+    assert threads.model_threads() == settings.EMBEDDING_TORCH_THREADS  # after the command
 
 
 # --- evaluation ------------------------------------------------------------------------

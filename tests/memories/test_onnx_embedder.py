@@ -92,3 +92,17 @@ def test_it_falls_back_to_sentence_transformers_when_onnx_cannot_load(monkeypatc
     vector = embedder.encode(["hello world"])
     assert vector.shape == (1, 384) and embedder.loaded
     assert isinstance(embedder._fallback, SentenceTransformerEmbedder)
+
+
+def test_a_bulk_command_loads_the_model_on_its_own_thread_count(settings) -> None:
+    from memories.embedding import onnx_runtime
+    from memories.embedding.threads import model_threads, use_threads
+
+    assert model_threads() == settings.EMBEDDING_TORCH_THREADS
+    with use_threads(2):
+        assert model_threads() == 2
+        _, session = onnx_runtime._open(onnx_runtime.weights_dir())
+        assert session.get_session_options().intra_op_num_threads == 2
+    assert model_threads() == settings.EMBEDDING_TORCH_THREADS  # only inside the block
+    with pytest.raises(ValueError), use_threads(-1):
+        pass

@@ -2,21 +2,25 @@
 
 Each conversation becomes a project (``projectId`` = ``sample_id``), each turn a
 project-layer memory added through the same service as the API, in embedding batches.
-Re-running adds nothing twice: turns already stored (by ``dia_id``) are skipped.
+Re-running adds nothing twice: turns already stored (by ``dia_id``) are skipped. The
+embedding model runs on every core (``--threads``): the command has nothing else to serve.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from bench.commands import locomo_input
 from bench.locomo import turns
+from memories.embedding.threads import use_threads
 from memories.models import Kind, Memory
 from memories.services.memory import MemoryInput, memory_bulk_add
+from tenants.context import TenantContext
 from tenants.entry import tenant_job
 from tenants.layers import LayerIdentifiers
 from tenants.services import project_get_or_create
@@ -29,10 +33,25 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path)
         parser.add_argument("--tenant", required=True, help="tenant slug, name or id")
         parser.add_argument("--batch-size", type=int, default=64)
+        parser.add_argument(
+            "--threads", type=int, default=os.cpu_count() or 1,
+            help="intra-op threads of the embedding model (default: every core; web workers "
+                 "keep EMBEDDING_TORCH_THREADS)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant, ctx, samples = locomo_input(options["tenant"], options["file"], "import_locomo")
-        batch_size = max(1, options["batch_size"])
+        if options["threads"] < 1:
+            raise CommandError("--threads must be at least 1.")
+        with use_threads(options["threads"]):
+            added, skipped = self._import(ctx, samples, max(1, options["batch_size"]))
+        self.stdout.write(
+            f"imported {added} turns from {len(samples)} conversations "
+            f"into tenant {tenant.slug}; {skipped} already present"
+        )
+
+    def _import(self, ctx: TenantContext, samples: list[dict[str, Any]], batch_size: int
+                ) -> tuple[int, int]:
+        """Store every turn not stored yet; ``(added, skipped)``."""
         added = skipped = 0
         for sample in samples:
             sample_id = str(sample["sample_id"])
@@ -59,7 +78,4 @@ class Command(BaseCommand):
                 added += len(batch)
                 bar.update(len(batch))
             bar.close()
-        self.stdout.write(
-            f"imported {added} turns from {len(samples)} conversations "
-            f"into tenant {tenant.slug}; {skipped} already present"
-        )
+        return added, skipped
