@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memories.embedding import embedders as embeddings
 from memories.models import Memory
-from memories.retrieval.search import RRF_K
+from memories.retrieval.fusion import RRF_K
 from tenants.context import tenant_scope
 from tests.helpers import body
 
