@@ -4,8 +4,8 @@ A web worker runs the model on ``EMBEDDING_TORCH_THREADS`` threads (one by defau
 thread made a single query ten times slower on two busy cores, ``docs/performance.md``,
 "Embeddings"). A bulk command that embeds thousands of texts with nothing else to serve in
 its process (``import_locomo``) asks for more with :func:`use_threads` when it loads the
-model: on two cores, 1,292 LoCoMo turns ran at ~120–130 turns/s on two threads against
-~80–95 on one (``docs/performance.md``, "Ingest").
+model: on two cores, the 788 LoCoMo dev turns went in at 88–128 turns/s per conversation on
+two threads against 70–94 on one (``docs/performance.md``, "Ingest").
 """
 
 from __future__ import annotations
