@@ -72,7 +72,15 @@ def pgvector_settings() -> PgvectorSettings:
 
 def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memory]:
     """The ``limit`` memories of ``base`` nearest to ``vector``, nearest first, each with
-    ``distance`` (cosine) annotated.
+    ``distance`` (cosine) set: :func:`nearest_distances`, then the rows (:func:`rows_at`)."""
+    return rows_at(base, nearest_distances(base, vector, limit))
+
+
+def nearest_distances(base: QuerySet[Memory], vector: np.ndarray, limit: int
+                      ) -> list[tuple[Any, float]]:
+    """``[(id, cosine distance)]`` of the ``limit`` memories of ``base`` nearest to ``vector``,
+    nearest first (ids and distances only: a list whose rows the threshold drops costs no
+    rows; ``docs/performance.md``, "Semantic search").
 
     A scope of fewer than ``MEMORY_EXACT_SCAN_MAX_ROWS`` memories (counted up to that bound)
     is scanned exactly: exact, and cheaper than an index scan. A larger one goes through the
@@ -86,7 +94,6 @@ def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memo
     remembered for the scope for five minutes, so the next search starts there.
     """
     pg = pgvector_settings()
-    light = base.defer(*UNSERVED_COLUMNS)
     sql, params = base.values("pk").query.sql_with_params()
     key = (pg.index_type, sql, tuple(map(str, params)))
     with _scan_lock:
@@ -94,7 +101,7 @@ def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memo
     if start is None:
         bound = settings.MEMORY_EXACT_SCAN_MAX_ROWS
         start = EXACT if base.values("pk")[:bound].count() < bound else _first(pg, limit)
-    rows: list[Memory] = []
+    rows: list[tuple[Any, float, float]] = []
     if start != EXACT and connection.in_atomic_block:
         ivfflat = pg.index_type == "ivfflat"
         name = "ivfflat.probes" if ivfflat else "hnsw.ef_search"
@@ -105,7 +112,7 @@ def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memo
         while True:
             if knob != session:
                 _set_local(name, knob)
-            rows = list(_ranking(light, vector, pg.metric, exact=False)[:limit])
+            rows = _ranked(base, vector, pg.metric, limit, exact=False)
             if len(rows) >= limit:
                 start = knob
                 break
@@ -116,18 +123,35 @@ def nearest(base: QuerySet[Memory], vector: np.ndarray, limit: int) -> list[Memo
             _set_local(name, session)
     if len(rows) < limit:
         start = EXACT
-        rows = list(_ranking(light, vector, pg.metric, exact=True)[:limit])
+        rows = _ranked(base, vector, pg.metric, limit, exact=True)
     with _scan_lock:
         _scan_starts[key] = start
-    return sorted(rows, key=lambda m: (_rank_key(m), str(m.pk)))
+    return [(pk, distance) for pk, distance, _ in sorted(rows, key=lambda r: (r[2], str(r[0])))]
+
+
+def rows_at(base: QuerySet[Memory], found: list[tuple[Any, float]]) -> list[Memory]:
+    """The memories ``found`` names (``[(id, cosine distance)]``), in that order, each with
+    ``distance`` set; one query, none for an empty list. A memory that left ``base`` since
+    (deleted or changed by another request) is left out."""
+    if not found:
+        return []
+    rows = base.defer(*UNSERVED_COLUMNS).in_bulk([pk for pk, _ in found])
+    ordered = []
+    for pk, distance in found:
+        memory = rows.get(pk)
+        if memory is not None:
+            cast(Any, memory).distance = distance  # an annotation of the row, not a field
+            ordered.append(memory)
+    return ordered
 
 
 def semantic_list(base: QuerySet[Memory], vector: np.ndarray, limit: int, threshold: float
                   ) -> list[Memory]:
     """The semantic list of ``base``: at most ``limit`` memories, nearest first, each with
-    ``distance`` set and cosine similarity (1 − distance) ≥ ``threshold``."""
-    return [m for m in nearest(base, vector, limit)
-            if 1.0 - float(cast(Any, m).distance) >= threshold]
+    ``distance`` set and cosine similarity (1 − distance) ≥ ``threshold``. Only those rows
+    are read (:func:`nearest_distances`, then :func:`rows_at`)."""
+    return rows_at(base, [(pk, distance) for pk, distance in nearest_distances(
+        base, vector, limit) if 1.0 - distance >= threshold])
 
 
 def widened(ef_search: int, found: int, limit: int, widest: int) -> int:
@@ -147,29 +171,27 @@ def widened(ef_search: int, found: int, limit: int, widest: int) -> int:
     return min(widest, max(2 * ef_search, wanted))
 
 
-def _ranking(light: QuerySet[Memory], vector: np.ndarray, metric: DistanceMetric, *,
-             exact: bool) -> QuerySet[Memory]:
-    """``light`` with ``distance`` (cosine) annotated, ordered by ``metric``'s distance;
-    ``exact``: through an expression no index serves. Cosine orders by ``distance`` itself
-    (the SQL of the default); another metric by a second annotation, ``ranked_by``."""
+def _ranked(base: QuerySet[Memory], vector: np.ndarray, metric: DistanceMetric, limit: int,
+            *, exact: bool) -> list[tuple[Any, float, float]]:
+    """``[(id, cosine distance, rank key)]`` of the first ``limit`` memories of ``base`` in
+    the order of ``metric``'s distance (the rank key); ``exact``: through an expression no
+    index serves. Cosine orders by ``distance`` itself (the SQL of the default); another
+    metric by a second annotation, ``ranked_by``."""
     cosine = CosineDistance("embedding", vector)
     if metric == DistanceMetric.COSINE:
-        return light.annotate(distance=_unindexed(cosine) if exact else cosine
-                              ).order_by("distance")
+        rows = base.annotate(distance=_unindexed(cosine) if exact else cosine
+                             ).order_by("distance").values_list("pk", "distance")[:limit]
+        return [(pk, float(distance), float(distance)) for pk, distance in rows]
     ranked_by = ORDER_BY[metric]("embedding", vector)
-    return light.annotate(distance=cosine, ranked_by=_unindexed(ranked_by) if exact
-                          else ranked_by).order_by("ranked_by")
+    rows3 = base.annotate(distance=cosine, ranked_by=_unindexed(ranked_by) if exact
+                          else ranked_by).order_by("ranked_by").values_list(
+        "pk", "distance", "ranked_by")[:limit]
+    return [(pk, float(distance), float(key)) for pk, distance, key in rows3]
 
 
 def _unindexed(distance: Func) -> ExpressionWrapper:
     """``distance + 0``: the same value, but no index orders by it."""
     return ExpressionWrapper(distance + Value(0.0), output_field=FloatField())
-
-
-def _rank_key(memory: Memory) -> float:
-    """The distance ``memory`` was ranked by: ``ranked_by`` when set, else ``distance``."""
-    row = cast(Any, memory)
-    return float(getattr(row, "ranked_by", row.distance))
 
 
 def _first(pg: PgvectorSettings, limit: int) -> int:

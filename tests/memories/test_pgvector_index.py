@@ -21,9 +21,9 @@ from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from pgvector.django import CosineDistance
 
-from memories.models import UNSERVED_COLUMNS, Memory
+from memories.models import Memory
 from memories.retrieval.search import SearchRequest, memory_search
-from memories.retrieval.semantic import nearest
+from memories.retrieval.semantic import nearest, semantic_list
 from memories.services.memory import MemoryInput, memory_bulk_add
 from memories.services.vector_index import MIGRATION_INDEX, embedding_indexes
 from tenants.context import tenant_scope
@@ -146,16 +146,38 @@ def test_the_default_is_todays_query_over_the_migrations_hnsw_index(
     found, queries = ranked(tenant_a, query)
     sql = ranking_query(queries, "<=>")
     with transaction.atomic(), tenant_scope(tenant_a.ctx), \
-            CaptureQueriesContext(connection) as captured:  # the query before this change
-        base = Memory.objects.filter(layer="user").defer(*UNSERVED_COLUMNS)
+            CaptureQueriesContext(connection) as captured:  # ids and distances, then the rows
+        base = Memory.objects.filter(layer="user")
         distance = CosineDistance("embedding", query)
-        list(base.annotate(distance=distance).order_by("distance")[:LIMIT])
+        list(base.annotate(distance=distance).order_by("distance")
+             .values_list("pk", "distance")[:LIMIT])
     assert sql == captured.captured_queries[-1]["sql"]
     assert not any("'hnsw.ef_search'" in q for q in queries)  # the connection's own width
     assert not any("ivfflat.probes" in q for q in queries)
     assert f"Index Scan using {MIGRATION_INDEX}" in plan(sql)
     assert [m.content for m in found] == cosine_order(tenant_a, query, LIMIT)
     assert_cosine_distances(tenant_a, query, found)
+
+
+@pytest.mark.django_db
+def test_the_semantic_list_reads_only_the_rows_that_pass_its_threshold(tenant_a: Any) -> None:
+    """Ids and distances first, then the rows above the threshold; none when nothing passes."""
+    query = add_unit_vectors(tenant_a)
+    order = cosine_order(tenant_a, query, ROWS)
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        base = Memory.objects.filter(layer="user")
+        with CaptureQueriesContext(connection) as captured:
+            assert semantic_list(base, query, LIMIT, threshold=1.01) == []
+        assert not any('"memories_memory"."content"' in q["sql"]
+                       for q in captured.captured_queries)
+        distances = sorted(1.0 - float(np.dot(query, v)) for v in
+                           base.values_list("embedding", flat=True))
+        cut = 1.0 - (distances[2] + distances[3]) / 2  # between the third and fourth nearest
+        found = semantic_list(base, query, LIMIT, threshold=cut)
+        everything = semantic_list(base, query, LIMIT, threshold=-1.0)
+    assert [m.content for m in found] == order[:3]
+    assert [m.content for m in everything] == order[:LIMIT]
+    assert_cosine_distances(tenant_a, query, found + everything)
 
 
 @COMMITTED
