@@ -84,8 +84,14 @@ class Server:
                 client.flushdb()
 
 
+#: What a keep-alive connection the server closed while idle raises on its next request
+#: (gunicorn closes one after ``--keep-alive`` seconds, 2 by default).
+_CLOSED_WHILE_IDLE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+
+
 class Client:
-    """One keep-alive HTTP/1.1 connection with an API key."""
+    """One keep-alive HTTP/1.1 connection with an API key; reopened once when the server
+    closed it while idle, so a pause between requests does not fail the next one."""
 
     def __init__(self, port: int, api_key: str) -> None:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
@@ -93,10 +99,21 @@ class Client:
 
     def request(self, method: str, path: str, body: Any = None
                 ) -> tuple[int, Any, dict[str, str]]:
-        """``(status, parsed JSON body or None, headers)``."""
+        """``(status, parsed JSON body or None, headers)``.
+
+        Raises:
+            OSError: the server cannot be reached, or closed a fresh connection too."""
         payload = None if body is None else json.dumps(body)
-        self.conn.request(method, path, body=payload, headers=self.headers)
-        response = self.conn.getresponse()
+        reused = self.conn.sock is not None
+        try:
+            self.conn.request(method, path, body=payload, headers=self.headers)
+            response = self.conn.getresponse()
+        except _CLOSED_WHILE_IDLE:
+            if not reused:
+                raise
+            self.conn.close()  # the server never read the request: send it on a new connection
+            self.conn.request(method, path, body=payload, headers=self.headers)
+            response = self.conn.getresponse()
         raw = response.read()
         data = json.loads(raw) if raw and response.getheader("Content-Type", "").startswith(
             "application/json") else None
