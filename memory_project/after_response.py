@@ -89,6 +89,18 @@ def _run_pending(**_: Any) -> None:
         _run_all(pending, own_connection=False)
 
 
+def in_background(work: Callable[[], Any]) -> None:
+    """Run ``work`` now on the process's background thread (the one deferred work runs on),
+    in a copy of the caller's context, without waiting for it; with
+    ``AFTER_RESPONSE_IN_BACKGROUND`` off (the tests' default), in the caller's thread before
+    returning. For work no response waits on, wherever it is found (a request's pool thread
+    included). A failure is logged with its traceback and not raised."""
+    if settings.AFTER_RESPONSE_IN_BACKGROUND:
+        _executor().submit(contextvars.copy_context().run, _run_all, [work], own_connection=True)
+    else:
+        _run_all([work], own_connection=False)
+
+
 def _close_connection() -> None:
     connection.close()  # resolved on the calling thread: the background thread's own
 

@@ -6,7 +6,9 @@ matches "runs"). Candidates are the memories of a layer scope matching any of th
 selective terms (GIN index). Term frequencies come from the tsvector positions, where
 ``context`` positions (weight D) count 0.35 of a ``content`` one, kept per memory in the
 generated ``term_frequencies`` column. Document frequencies are
-counted per scope and term with the GIN index and cached for two minutes.
+counted per scope and term with the GIN index and cached; statistics older than two minutes
+are counted again on the process's background thread while searches go on with the old ones
+(:func:`partition_stats`).
 
 Callers pass a queryset narrowed by ``partition.keyword_partition``: the GIN index
 ``mem_keyword_gin`` covers ``search_vector`` and the row's ``scope_key`` lexeme, so "term AND
@@ -24,17 +26,22 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import combinations
 from typing import Any
 
-from cachetools import LRUCache, TTLCache
+from cachetools import LRUCache
 from django.contrib.postgres.search import SearchQuery
 from django.db import connection
 from django.db.models import Avg, Count, QuerySet
 from django.db.models.functions import Length
 
 from memories.models import Memory, TermImpact
+from memory_project.after_response import in_background
+from tenants.context import current_context
+from tenants.entry import run_in_scope
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -66,16 +73,19 @@ IMPACT_REFERENCE_LENGTH = 30.0
 
 @dataclass
 class PartitionStats:
-    """BM25 statistics of one layer scope: size, mean tsvector length, document frequencies."""
+    """BM25 statistics of one layer scope: size, mean tsvector length, document frequencies;
+    ``counted_at``: when size and mean length were counted (``time.monotonic()``); ``used``:
+    the terms asked for since, whose frequencies a refresh counts again."""
 
     size: int
     avg_length: float
     df: dict[str, int] = field(default_factory=dict)
+    counted_at: float = field(default_factory=time.monotonic)
+    used: set[str] = field(default_factory=set)
+    refreshing: bool = False
 
 
-_stats: TTLCache[tuple[str, tuple[str, ...]], PartitionStats] = TTLCache(
-    maxsize=2048, ttl=STATS_TTL_SECONDS
-)
+_stats: LRUCache[tuple[str, tuple[str, ...]], PartitionStats] = LRUCache(maxsize=2048)
 _lexemes: LRUCache[str, tuple[str, ...]] = LRUCache(maxsize=10_000)
 _cache_lock = threading.Lock()
 
@@ -123,25 +133,76 @@ def query_lexemes(query: str) -> tuple[str, ...]:
     return cached
 
 
-def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> PartitionStats:
-    """:class:`PartitionStats` of ``base`` covering ``lexemes``; cached for two minutes per scope
-    (document frequencies use the GIN index, one count per new term)."""
+def _scope_key(base: QuerySet[Memory]) -> tuple[tuple[str, tuple[str, ...]], str, list[Any]]:
     sql, params = base.values("search_vector").query.sql_with_params()
-    key = (sql, tuple(map(str, params)))
+    return (sql, tuple(map(str, params))), sql, list(params)
+
+
+def _counted(base: QuerySet[Memory]) -> PartitionStats:
+    """Size and mean tsvector length of ``base``, counted now (one statement reading every
+    row of the scope: ~0.24 s for 100k memories)."""
+    row = base.aggregate(n=Count("id"), avg=Avg(Length("search_vector")))
+    return PartitionStats(size=row["n"] or 0, avg_length=float(row["avg"] or 1.0),
+                          counted_at=time.monotonic())
+
+
+def _frequencies(sql: str, params: list[Any], lexemes: list[str]) -> dict[str, int]:
+    """Document frequencies of ``lexemes`` in the scope ``sql`` (one count per term)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_DF_SQL.format(scope=sql), [*params, lexemes])
+        return {lex: int(n) for lex, n in cursor.fetchall()}
+
+
+def _refresh(base: QuerySet[Memory], stale: PartitionStats) -> None:
+    """Count ``base``'s statistics again, with the frequencies of the terms asked for since
+    ``stale`` was counted, and put them in its place."""
+    try:
+        key, sql, params = _scope_key(base)
+        fresh = _counted(base)
+        with _cache_lock:
+            used = sorted(stale.used)
+        if used:
+            fresh.df.update(_frequencies(sql, params, used))
+        with _cache_lock:
+            _stats[key] = fresh
+    finally:
+        stale.refreshing = False
+
+
+def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> PartitionStats:
+    """:class:`PartitionStats` of ``base`` covering ``lexemes`` (document frequencies use
+    the GIN index, one count per term the scope's statistics do not hold yet).
+
+    A scope is counted in the request the first time; its statistics are then cached per
+    process. Once they are ``STATS_TTL_SECONDS`` old, the next search uses them as they are
+    and hands a recount to the background thread (``memory_project.after_response
+    .in_background``), so no request waits for it: reading every row of a 100k-memory scope
+    took ~0.24 s, and a busy scope used to keep its first statistics as long as it was
+    searched at least every two minutes.
+    """
+    key, sql, params = _scope_key(base)
     with _cache_lock:
         stats = _stats.get(key)
+        due = (stats is not None and not stats.refreshing
+               and time.monotonic() - stats.counted_at >= STATS_TTL_SECONDS)
+        if stats is not None and due:
+            stats.refreshing = True
+    ctx = current_context()
     if stats is None:
-        row = base.aggregate(n=Count("id"), avg=Avg(Length("search_vector")))
-        stats = PartitionStats(size=row["n"] or 0, avg_length=float(row["avg"] or 1.0))
+        stats = _counted(base)
+    elif due and ctx is None:  # no tenant scope to hand over (RLS still applies): count here
+        _refresh(base, stats)
+    elif due and ctx is not None:
+        in_background(partial(run_in_scope, ctx, _refresh, base, stats))
     # A cached 0 may be stale (a memory holding the term was added since): count it again,
-    # or the term would be dropped from the query until the cache entry expires.
+    # or the term would be dropped from the query until the statistics are counted again.
     missing = [lex for lex in lexemes if not stats.df.get(lex)]
-    if missing:
-        with connection.cursor() as cursor:
-            cursor.execute(_DF_SQL.format(scope=sql), [*params, missing])
-            stats.df.update({lex: int(n) for lex, n in cursor.fetchall()})
+    counted = _frequencies(sql, params, missing) if missing else {}
     with _cache_lock:
-        _stats[key] = stats
+        stats.df.update(counted)
+        stats.used.update(lexemes)
+        if key not in _stats:
+            _stats[key] = stats
     return stats
 
 
