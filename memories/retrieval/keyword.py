@@ -59,6 +59,11 @@ COMMON_TERM_SHARE = 0.2
 #: Up to this many candidates, every query term brings its memories (small scopes are exact).
 ALWAYS_CANDIDATES = 200
 STATS_TTL_SECONDS = 120
+#: A scope's statistics are counted again once ``STATS_TTL_SECONDS`` old, or later when their
+#: last count took longer than this share of that time (a count of a 100k-memory scope
+#: reading every row and its terms' postings takes seconds; a large scope's statistics move
+#: slowly): the recounts of a scope take at most 1% of one core.
+RECOUNT_BUDGET = 0.01
 #: Postings read for a query with one selective term over the cap (see :func:`champion_term`).
 #: On the 200 bench questions of the 100k tenant, the 12 such questions agreed with BM25 over
 #: every memory holding the term on 0.97 of their top 10 with 200 postings, on all of them
@@ -83,6 +88,14 @@ class PartitionStats:
     counted_at: float = field(default_factory=time.monotonic)
     used: set[str] = field(default_factory=set)
     refreshing: bool = False
+    #: Seconds the last count took (size and mean length; a refresh's frequencies too).
+    cost: float = 0.0
+
+    def due(self, now: float) -> bool:
+        """Whether a refresh should start: old enough (``STATS_TTL_SECONDS``, stretched by
+        ``RECOUNT_BUDGET``) and none running."""
+        wait = max(STATS_TTL_SECONDS, self.cost / RECOUNT_BUDGET)
+        return not self.refreshing and now - self.counted_at >= wait
 
 
 _stats: LRUCache[tuple[str, tuple[str, ...]], PartitionStats] = LRUCache(maxsize=2048)
@@ -141,9 +154,11 @@ def _scope_key(base: QuerySet[Memory]) -> tuple[tuple[str, tuple[str, ...]], str
 def _counted(base: QuerySet[Memory]) -> PartitionStats:
     """Size and mean tsvector length of ``base``, counted now (one statement reading every
     row of the scope: ~0.24 s for 100k memories)."""
+    started = time.monotonic()
     row = base.aggregate(n=Count("id"), avg=Avg(Length("search_vector")))
+    now = time.monotonic()
     return PartitionStats(size=row["n"] or 0, avg_length=float(row["avg"] or 1.0),
-                          counted_at=time.monotonic())
+                          counted_at=now, cost=now - started)
 
 
 def _frequencies(sql: str, params: list[Any], lexemes: list[str]) -> dict[str, int]:
@@ -157,12 +172,14 @@ def _refresh(base: QuerySet[Memory], stale: PartitionStats) -> None:
     """Count ``base``'s statistics again, with the frequencies of the terms asked for since
     ``stale`` was counted, and put them in its place."""
     try:
+        started = time.monotonic()
         key, sql, params = _scope_key(base)
         fresh = _counted(base)
         with _cache_lock:
             used = sorted(stale.used)
         if used:
             fresh.df.update(_frequencies(sql, params, used))
+        fresh.cost = time.monotonic() - started
         with _cache_lock:
             _stats[key] = fresh
     finally:
@@ -174,7 +191,8 @@ def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> Partiti
     the GIN index, one count per term the scope's statistics do not hold yet).
 
     A scope is counted in the request the first time; its statistics are then cached per
-    process. Once they are ``STATS_TTL_SECONDS`` old, the next search uses them as they are
+    process. Once they are ``STATS_TTL_SECONDS`` old (or older: ``RECOUNT_BUDGET``), the
+    next search uses them as they are
     and hands a recount to the background thread (``memory_project.after_response
     .in_background``), so no request waits for it: reading every row of a 100k-memory scope
     took ~0.24 s, and a busy scope used to keep its first statistics as long as it was
@@ -183,8 +201,7 @@ def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> Partiti
     key, sql, params = _scope_key(base)
     with _cache_lock:
         stats = _stats.get(key)
-        due = (stats is not None and not stats.refreshing
-               and time.monotonic() - stats.counted_at >= STATS_TTL_SECONDS)
+        due = stats is not None and stats.due(time.monotonic())
         if stats is not None and due:
             stats.refreshing = True
     ctx = current_context()

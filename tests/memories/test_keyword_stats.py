@@ -97,3 +97,14 @@ def test_the_recount_runs_on_the_background_thread_in_the_tenants_scope(
     assert len(counted_on) == 1 and counted_on[0].startswith("after-response")
     fresh = _stats(tenant_a)
     assert (fresh.size, fresh.df["kayak"]) == (2, 2)  # tenant B's memory is not counted
+
+
+def test_a_count_that_took_long_is_repeated_less_often() -> None:
+    ttl = keyword.STATS_TTL_SECONDS
+    quick = keyword.PartitionStats(size=10, avg_length=5.0, counted_at=0.0, cost=0.01)
+    slow = keyword.PartitionStats(size=10**6, avg_length=5.0, counted_at=0.0, cost=5.0)
+    assert not quick.due(ttl - 1) and quick.due(ttl)
+    stretched = slow.cost / keyword.RECOUNT_BUDGET  # 500 s: 1% of one core
+    assert not slow.due(ttl) and not slow.due(stretched - 1) and slow.due(stretched)
+    slow.refreshing = True
+    assert not slow.due(stretched * 10)  # one recount at a time
