@@ -5,13 +5,14 @@ every request body (the documented request and response shapes of the OpenAI API
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.http_server import serving
 
 
 def completion(content: str | None, *, refusal: str | None = None,
@@ -107,16 +108,9 @@ def _handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
 def fake_llm() -> Iterator[FakeLLM]:
     """A running fake server (stopped on exit)."""
     fake = FakeLLM()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    server.daemon_threads = True
-    fake.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_handler(fake)) as port:
+        fake.port = port
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @contextmanager

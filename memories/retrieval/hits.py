@@ -40,3 +40,17 @@ def similarity_of(memory: Memory) -> float:
     """Cosine similarity of a memory read with a ``distance`` annotation (pgvector's cosine
     distance to the query vector): ``1 − distance``."""
     return 1.0 - float(cast(Any, memory).distance)
+
+
+def in_order(rows: dict[Any, Memory], ranked: list[tuple[Any, float]], attribute: str
+             ) -> list[Memory]:
+    """The memories of ``ranked`` (``[(id, value)]``) found in ``rows`` (by id), in
+    ``ranked``'s order, each with ``attribute`` set to its value (an annotation of the row,
+    not a field); an id without a row (it left the scope since it was ranked) is left out."""
+    ordered = []
+    for pk, value in ranked:
+        memory = rows.get(pk)
+        if memory is not None:
+            setattr(memory, attribute, value)
+            ordered.append(memory)
+    return ordered

@@ -44,7 +44,7 @@ from memories.retrieval.concurrency import run_concurrently
 from memories.retrieval.expansion import MAX_HOPS, expanded_ids
 from memories.retrieval.filters import MetadataFilter
 from memories.retrieval.fusion import POOL_DEPTH, reranked, rrf
-from memories.retrieval.hits import SearchHit, order_within_layer, similarity_of
+from memories.retrieval.hits import SearchHit, in_order, order_within_layer, similarity_of
 from memories.retrieval.keyword import bm25
 from memories.retrieval.merge import merge_by_precedence
 from memories.retrieval.partition import (
@@ -205,14 +205,7 @@ def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray 
     rows_qs = base.defer(*UNSERVED_COLUMNS).filter(pk__in=[pk for pk, _ in scored])
     if vector is not None:
         rows_qs = rows_qs.annotate(distance=CosineDistance("embedding", vector))
-    rows = {m.pk: m for m in rows_qs}
-    ranked = []
-    for pk, score in scored:
-        memory = rows.get(pk)
-        if memory is not None:
-            cast(Any, memory).keyword_score = score  # an annotation of the row, not a field
-            ranked.append(memory)
-    return ranked
+    return in_order({m.pk: m for m in rows_qs}, scored, "keyword_score")
 
 
 def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,

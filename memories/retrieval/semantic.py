@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from cachetools import TTLCache
@@ -35,6 +35,7 @@ from django.db.models.expressions import ExpressionWrapper, Func, Value
 from pgvector.django import CosineDistance, L2Distance, MaxInnerProduct
 
 from memories.models import UNSERVED_COLUMNS, Memory
+from memories.retrieval.hits import in_order
 from vectors import registry
 from vectors.base import DistanceMetric
 from vectors.config import PgvectorSettings
@@ -135,14 +136,8 @@ def rows_at(base: QuerySet[Memory], found: list[tuple[Any, float]]) -> list[Memo
     (deleted or changed by another request) is left out."""
     if not found:
         return []
-    rows = base.defer(*UNSERVED_COLUMNS).in_bulk([pk for pk, _ in found])
-    ordered = []
-    for pk, distance in found:
-        memory = rows.get(pk)
-        if memory is not None:
-            cast(Any, memory).distance = distance  # an annotation of the row, not a field
-            ordered.append(memory)
-    return ordered
+    return in_order(base.defer(*UNSERVED_COLUMNS).in_bulk([pk for pk, _ in found]), found,
+                    "distance")
 
 
 def semantic_list(base: QuerySet[Memory], vector: np.ndarray, limit: int, threshold: float

@@ -4,13 +4,13 @@ connection, as gunicorn does after ``--keep-alive`` seconds."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from bench.http import Client, free_port
+from tests.http_server import serving
 
 
 class _ClosesAfterEachAnswer(BaseHTTPRequestHandler):
@@ -45,15 +45,8 @@ class _ClosesAfterEachAnswer(BaseHTTPRequestHandler):
 def closing_server() -> Iterator[int]:
     _ClosesAfterEachAnswer.connections = []
     _ClosesAfterEachAnswer.requests = 0
-    port = free_port()
-    server = ThreadingHTTPServer(("127.0.0.1", port), _ClosesAfterEachAnswer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_ClosesAfterEachAnswer) as port:
         yield port
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_request_after_the_server_closed_the_connection_is_sent_again(

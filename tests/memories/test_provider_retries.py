@@ -5,9 +5,8 @@ and the error envelope the API answers when retries run out."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from memory_project import retries
 from memory_project.errors import ProviderError, RateLimited
 from memory_project.retries import call_with_retries
 from tests.helpers import assert_error
+from tests.http_server import serving
 
 M = "/api/v1/memories"
 
@@ -63,14 +63,10 @@ class FakeProvider(BaseHTTPRequestHandler):
 def provider() -> Iterator[tuple[Script, OpenAICompatibleEmbedder]]:
     script = Script()
     handler = type("Handler", (FakeProvider,), {"script": script})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    embedder = OpenAICompatibleEmbedder(f"http://127.0.0.1:{server.server_port}/v1",
-                                        model="test-model", api_key="sk-test", timeout=5)
-    yield script, embedder
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as port:
+        embedder = OpenAICompatibleEmbedder(f"http://127.0.0.1:{port}/v1",
+                                            model="test-model", api_key="sk-test", timeout=5)
+        yield script, embedder
 
 
 @pytest.fixture
