@@ -161,14 +161,38 @@ def _counted(base: QuerySet[Memory]) -> PartitionStats:
                           counted_at=now, cost=now - started)
 
 
-def _frequencies(sql: str, params: list[Any], lexemes: list[str]) -> dict[str, int]:
-    """Document frequencies of ``lexemes`` in the scope ``sql`` (one count per term)."""
+#: A lexeme that ``to_tsquery('simple')`` would not keep whole (a hyphenated compound such as
+#: ``self-car``, which it splits into a phrase no memory matches) is counted as the scan
+#: counts it, so that both give every term the same frequency.
+_POSTINGS_DF_SQL = """
+SELECT l.lexeme,
+       CASE WHEN to_tsquery('simple', quote_literal(l.lexeme))::text = quote_literal(l.lexeme)
+            THEN (SELECT count(*) FROM memories_termimpact ti
+                  WHERE ti.scope = %s AND ti.lexeme = l.lexeme)
+            ELSE (SELECT count(*) FROM ({scope}) s
+                  WHERE s.search_vector @@ to_tsquery('simple', quote_literal(l.lexeme)))
+       END
+FROM unnest(%s::text[]) AS l(lexeme)
+"""
+
+
+def _frequencies(sql: str, params: list[Any], lexemes: list[str], postings: int | None
+                 ) -> dict[str, int]:
+    """Document frequencies of ``lexemes`` in the scope ``sql`` (one count per term): with
+    ``postings`` (the scope's ``scope_hash``; only for a scope that is a whole layer scope of
+    searchable memories, whose postings are exactly its memories', migration
+    ``memories.0018``), an index-only count of each term's postings in
+    ``termimpact_champions``; otherwise a GIN scan reading every memory holding the term
+    (a term held by 108k memories of the 1M bench tenant: 26 ms against 4.4 s)."""
     with connection.cursor() as cursor:
-        cursor.execute(_DF_SQL.format(scope=sql), [*params, lexemes])
+        if postings is None:
+            cursor.execute(_DF_SQL.format(scope=sql), [*params, lexemes])
+        else:
+            cursor.execute(_POSTINGS_DF_SQL.format(scope=sql), [postings, *params, lexemes])
         return {lex: int(n) for lex, n in cursor.fetchall()}
 
 
-def _refresh(base: QuerySet[Memory], stale: PartitionStats) -> None:
+def _refresh(base: QuerySet[Memory], stale: PartitionStats, postings: int | None) -> None:
     """Count ``base``'s statistics again, with the frequencies of the terms asked for since
     ``stale`` was counted, and put them in its place."""
     try:
@@ -178,7 +202,7 @@ def _refresh(base: QuerySet[Memory], stale: PartitionStats) -> None:
         with _cache_lock:
             used = sorted(stale.used)
         if used:
-            fresh.df.update(_frequencies(sql, params, used))
+            fresh.df.update(_frequencies(sql, params, used, postings))
         fresh.cost = time.monotonic() - started
         with _cache_lock:
             _stats[key] = fresh
@@ -186,9 +210,11 @@ def _refresh(base: QuerySet[Memory], stale: PartitionStats) -> None:
         stale.refreshing = False
 
 
-def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> PartitionStats:
-    """:class:`PartitionStats` of ``base`` covering ``lexemes`` (document frequencies use
-    the GIN index, one count per term the scope's statistics do not hold yet).
+def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...], *,
+                    postings: int | None = None) -> PartitionStats:
+    """:class:`PartitionStats` of ``base`` covering ``lexemes`` (one count per term the
+    scope's statistics do not hold yet; ``postings``: the ``scope_hash`` of the layer scope
+    ``base`` is, unfiltered, whose postings count them: :func:`_frequencies`).
 
     A scope is counted in the request the first time; its statistics are then cached per
     process. Once they are ``STATS_TTL_SECONDS`` old (or older: ``RECOUNT_BUDGET``), the
@@ -208,13 +234,13 @@ def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...]) -> Partiti
     if stats is None:
         stats = _counted(base)
     elif due and ctx is None:  # no tenant scope to hand over (RLS still applies): count here
-        _refresh(base, stats)
+        _refresh(base, stats, postings)
     elif due and ctx is not None:
-        in_background(partial(run_in_scope, ctx, _refresh, base, stats))
+        in_background(partial(run_in_scope, ctx, _refresh, base, stats, postings))
     # A cached 0 may be stale (a memory holding the term was added since): count it again,
     # or the term would be dropped from the query until the statistics are counted again.
     missing = [lex for lex in lexemes if not stats.df.get(lex)]
-    counted = _frequencies(sql, params, missing) if missing else {}
+    counted = _frequencies(sql, params, missing, postings) if missing else {}
     with _cache_lock:
         stats.df.update(counted)
         stats.used.update(lexemes)
@@ -316,8 +342,8 @@ def _score(candidates: QuerySet[Memory], present: list[str], idfs: list[float],
         return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
 
-def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: str | None = None
-         ) -> list[tuple[Any, float]]:
+def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: str | None = None,
+         whole_scope: bool = False) -> list[tuple[Any, float]]:
     """``[(id, score)]`` of the best ``limit`` memories of ``base`` for ``query`` (BM25).
 
     Candidates: with ``partition_lexeme`` (the scope ``base`` is narrowed to) and a
@@ -325,11 +351,14 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: st
     index-only scan of ``termimpact_champions`` (instead of scoring every memory holding the
     term; figures: ``docs/performance.md``, "Keyword search"). When fewer than ``limit`` of
     them pass ``base``'s filters, when ``limit`` exceeds ``CHAMPIONS``, or otherwise: as
-    :func:`candidate_queries` says."""
+    :func:`candidate_queries` says. ``whole_scope``: ``base`` is that layer scope's searchable
+    memories, unfiltered (``partition.layer_queryset`` with its default states, no metadata
+    or scope filter), so its document frequencies are counted from the postings."""
     lexemes = query_lexemes(query)
     if not lexemes:
         return []
-    stats = partition_stats(base, lexemes)
+    postings = scope_hash(partition_lexeme) if partition_lexeme and whole_scope else None
+    stats = partition_stats(base, lexemes, postings=postings)
     present = [lex for lex in lexemes if stats.df.get(lex)]
     if not present:
         return []

@@ -1,0 +1,93 @@
+"""Keyword postings exist for the memories search can return (active, not pruned; migration
+``memories.0018``), so a layer scope's postings count its document frequencies: the same
+counts as a scan of its memories, read from one index."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from memories.models import Memory, TermImpact
+from memories.retrieval import keyword
+from memories.retrieval.keyword import scope_hash
+from memories.retrieval.partition import layer_queryset, partition_is, partition_lexeme
+from memories.services.deletion import memory_archive, memory_delete, memory_restore
+from tenants.context import tenant_scope
+from tenants.layers import Layer, LayerIdentifiers
+from tests.retrieval_helpers import searched
+
+pytestmark = pytest.mark.django_db
+
+USER = LayerIdentifiers(userId="u1")
+
+
+def lexemes_of(tenant: Any, memory: Memory) -> set[str]:
+    with tenant_scope(tenant.ctx):
+        return set(TermImpact.objects.filter(memory_id=memory.pk)
+                   .values_list("lexeme", flat=True))
+
+
+def test_a_memory_search_cannot_return_has_no_postings_until_it_can(tenant_a: Any) -> None:
+    deleted = tenant_a.add("Kayak trip to the lake")
+    archived = tenant_a.add("Kayak lesson on Sunday")
+    pruned = tenant_a.add("Kayak repair kit")
+    with tenant_scope(tenant_a.ctx):
+        memory_delete(tenant_a.ctx, memory_id=deleted.pk)
+        memory_archive(tenant_a.ctx, memory_id=archived.pk)
+        Memory.objects.filter(pk=pruned.pk).update(pruned_at=timezone.now())
+    assert [lexemes_of(tenant_a, m) for m in (deleted, archived, pruned)] == [set(), set(), set()]
+    with tenant_scope(tenant_a.ctx):
+        for memory in (deleted, archived, pruned):
+            memory_restore(tenant_a.ctx, memory_id=memory.pk)
+    assert lexemes_of(tenant_a, deleted) == {"kayak", "trip", "lake"}
+    assert lexemes_of(tenant_a, archived) == {"kayak", "lesson", "sunday"}
+    assert lexemes_of(tenant_a, pruned) == {"kayak", "repair", "kit"}
+
+
+def test_postings_count_the_same_frequencies_as_the_memories(tenant_a: Any) -> None:
+    for text in ("Kayak trip to the lake", "Kayak lesson at the lake", "Lake house",
+                 "Kayak repair kit", "Sunday at the lake"):
+        tenant_a.add(text)
+    gone = tenant_a.add("Kayak and lake photos")
+    with tenant_scope(tenant_a.ctx):
+        memory_archive(tenant_a.ctx, memory_id=gone.pk)
+        lexeme = partition_lexeme(tenant_a.ctx.tenant_id, Layer.USER, USER)
+        base = layer_queryset(Layer.USER, USER).filter(partition_is(lexeme))
+        sql, params = base.values("search_vector").query.sql_with_params()
+        terms = ["kayak", "lake", "sunday", "photo", "absent"]
+        scanned = keyword._frequencies(sql, list(params), terms, None)
+        counted = keyword._frequencies(sql, list(params), terms, scope_hash(lexeme))
+    assert scanned == counted == {"kayak": 3, "lake": 4, "sunday": 1, "photo": 0, "absent": 0}
+
+
+def _frequency_queries(tenant: Any, **search: Any) -> list[str]:
+    keyword._stats.clear()
+    with CaptureQueriesContext(connection) as captured:
+        assert searched(tenant, "kayak lake", mode="keyword", **search)["results"]
+    return [q["sql"] for q in captured.captured_queries if "unnest" in q["sql"]]
+
+
+def test_an_unfiltered_search_counts_from_the_postings_a_filtered_one_from_its_memories(
+        tenant_a: Any) -> None:
+    tenant_a.add("Kayak trip to the lake", metadata={"tags": ["trip"]})
+    tenant_a.add("Lake house")
+    (plain,) = _frequency_queries(tenant_a)
+    assert "memories_termimpact" in plain
+    (filtered,) = _frequency_queries(tenant_a, filter={"tags": ["trip"]})
+    assert "memories_termimpact" not in filtered and "search_vector" in filtered
+
+
+def test_a_compound_the_tsquery_splits_is_counted_as_the_scan_counts_it(tenant_a: Any) -> None:
+    tenant_a.add("Self-care matters to Caroline")
+    with tenant_scope(tenant_a.ctx):
+        assert "self-car" in lexemes_of(tenant_a, Memory.objects.get())  # a posting exists
+        lexeme = partition_lexeme(tenant_a.ctx.tenant_id, Layer.USER, USER)
+        base = layer_queryset(Layer.USER, USER).filter(partition_is(lexeme))
+        sql, params = base.values("search_vector").query.sql_with_params()
+        terms = ["self-car", "carolin"]
+        assert keyword._frequencies(sql, list(params), terms, scope_hash(lexeme)) == \
+            keyword._frequencies(sql, list(params), terms, None) == {"self-car": 0, "carolin": 1}
