@@ -208,7 +208,9 @@ class Memory(TenantOwnedModel):
 
 class TermImpact(TenantOwnedModel):
     """One posting of the keyword index: a lexeme of a memory's ``search_vector``, with its
-    BM25 impact, kept by PostgreSQL (trigger ``memory_term_impacts_sync``, migration 0012).
+    BM25 impact, kept by PostgreSQL (triggers of migrations 0012, 0014 and 0018) for the
+    memories search can return (active, not pruned): a term's postings in a scope count its
+    document frequency there (``keyword._frequencies``).
 
     ``impact`` is BM25's term-frequency factor ``tf / (tf + k1·(1 − b + b·dl / L))`` for
     ``L = keyword.IMPACT_REFERENCE_LENGTH`` (30 lexemes): the memory's share of a term's weight,
