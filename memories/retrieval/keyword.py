@@ -33,12 +33,12 @@ from itertools import combinations
 from typing import Any
 
 from cachetools import LRUCache
-from django.contrib.postgres.search import SearchQuery
 from django.db import connection
 from django.db.models import Avg, Count, QuerySet
 from django.db.models.functions import Length
 
 from memories.models import Memory, TermImpact
+from memories.retrieval.partition import LexemeQuery
 from memory_project.after_response import in_background
 from tenants.context import current_context
 from tenants.entry import run_in_scope
@@ -103,9 +103,8 @@ _lexemes: LRUCache[str, tuple[str, ...]] = LRUCache(maxsize=10_000)
 _cache_lock = threading.Lock()
 
 _DF_SQL = """
-SELECT l.lexeme, (SELECT count(*) FROM ({scope}) s
-                  WHERE s.search_vector @@ to_tsquery('simple', quote_literal(l.lexeme)))
-FROM unnest(%s::text[]) AS l(lexeme)
+SELECT l.lexeme, (SELECT count(*) FROM ({scope}) s WHERE s.search_vector @@ l.query)
+FROM unnest(%s::text[], %s::tsquery[]) AS l(lexeme, query)
 """
 
 _BM25_SQL = """
@@ -161,17 +160,9 @@ def _counted(base: QuerySet[Memory]) -> PartitionStats:
                           counted_at=now, cost=now - started)
 
 
-#: A lexeme that ``to_tsquery('simple')`` would not keep whole (a hyphenated compound such as
-#: ``self-car``, which it splits into a phrase no memory matches) is counted as the scan
-#: counts it, so that both give every term the same frequency.
 _POSTINGS_DF_SQL = """
-SELECT l.lexeme,
-       CASE WHEN to_tsquery('simple', quote_literal(l.lexeme))::text = quote_literal(l.lexeme)
-            THEN (SELECT count(*) FROM memories_termimpact ti
+SELECT l.lexeme, (SELECT count(*) FROM memories_termimpact ti
                   WHERE ti.scope = %s AND ti.lexeme = l.lexeme)
-            ELSE (SELECT count(*) FROM ({scope}) s
-                  WHERE s.search_vector @@ to_tsquery('simple', quote_literal(l.lexeme)))
-       END
 FROM unnest(%s::text[]) AS l(lexeme)
 """
 
@@ -186,9 +177,10 @@ def _frequencies(sql: str, params: list[Any], lexemes: list[str], postings: int 
     (a term held by 108k memories of the 1M bench tenant: 26 ms against 4.4 s)."""
     with connection.cursor() as cursor:
         if postings is None:
-            cursor.execute(_DF_SQL.format(scope=sql), [*params, lexemes])
+            cursor.execute(_DF_SQL.format(scope=sql),
+                           [*params, lexemes, [_or([lex]) for lex in lexemes]])
         else:
-            cursor.execute(_POSTINGS_DF_SQL.format(scope=sql), [postings, *params, lexemes])
+            cursor.execute(_POSTINGS_DF_SQL, [postings, lexemes])
         return {lex: int(n) for lex, n in cursor.fetchall()}
 
 
@@ -257,6 +249,7 @@ def _idf(size: int, df: int) -> float:
 
 
 def _or(lexemes: list[str]) -> str:
+    """``lexemes`` OR-ed in ``tsquery`` input syntax, each quoted (``partition.LexemeQuery``)."""
     return " | ".join("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'"
                       for lex in lexemes)
 
@@ -372,7 +365,7 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: st
             return scored
     queries = candidate_queries(stats, present)
     for index, raw in enumerate(queries):
-        tsquery = SearchQuery(raw, search_type="raw", config="simple")
+        tsquery = LexemeQuery(raw)
         scored = _score(base.filter(search_vector=tsquery), present, idfs, stats, limit)
         if len(scored) >= limit or index == len(queries) - 1:
             return scored

@@ -100,6 +100,18 @@ def keyword_partition(tenant_id: uuid.UUID, layer: Layer, identifiers: LayerIden
     return partition_is(partition_lexeme(tenant_id, layer, identifiers))
 
 
+class LexemeQuery(SearchQuery):
+    """``text::tsquery``: a query in ``tsquery`` input syntax whose lexemes are taken as they
+    are. ``to_tsquery`` would run the parser on them again, which splits a hyphenated
+    compound (the lexeme ``self-car`` of "self-care") into a phrase of its parts that no
+    memory's vector matches; a cast keeps it one lexeme, as ``to_tsvector`` stored it."""
+
+    template = "(%(expressions)s)::tsquery"
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text, search_type="raw")
+
+
 def partition_is(lexeme: str) -> Q:
     """:func:`keyword_partition` for an already computed :func:`partition_lexeme`."""
     return Q(scope_key=SearchQuery(lexeme, search_type="raw", config="simple"))
