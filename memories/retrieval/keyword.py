@@ -184,12 +184,14 @@ def _frequencies(sql: str, params: list[Any], lexemes: list[str], postings: int 
         return {lex: int(n) for lex, n in cursor.fetchall()}
 
 
-def _refresh(base: QuerySet[Memory], stale: PartitionStats, postings: int | None) -> None:
-    """Count ``base``'s statistics again, with the frequencies of the terms asked for since
-    ``stale`` was counted, and put them in its place."""
+def _refresh(base: QuerySet[Memory], scope: tuple[tuple[str, tuple[str, ...]], str, list[Any]],
+             stale: PartitionStats, postings: int | None) -> None:
+    """Count ``base``'s statistics again (``scope``: its :func:`_scope_key`), with the
+    frequencies of the terms asked for since ``stale`` was counted, and put them in its
+    place."""
+    key, sql, params = scope
     try:
         started = time.monotonic()
-        key, sql, params = _scope_key(base)
         fresh = _counted(base)
         with _cache_lock:
             used = sorted(stale.used)
@@ -216,19 +218,21 @@ def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...], *,
     took ~0.24 s, and a busy scope used to keep its first statistics as long as it was
     searched at least every two minutes.
     """
-    key, sql, params = _scope_key(base)
+    scope = _scope_key(base)
+    key, sql, params = scope
     with _cache_lock:
         stats = _stats.get(key)
         due = stats is not None and stats.due(time.monotonic())
         if stats is not None and due:
             stats.refreshing = True
-    ctx = current_context()
     if stats is None:
         stats = _counted(base)
-    elif due and ctx is None:  # no tenant scope to hand over (RLS still applies): count here
-        _refresh(base, stats, postings)
-    elif due and ctx is not None:
-        in_background(partial(run_in_scope, ctx, _refresh, base, stats, postings))
+    elif due:
+        ctx = current_context()
+        if ctx is None:  # no tenant scope to hand over (RLS still applies): count here
+            _refresh(base, scope, stats, postings)
+        else:
+            in_background(partial(run_in_scope, ctx, _refresh, base, scope, stats, postings))
     # A cached 0 may be stale (a memory holding the term was added since): count it again,
     # or the term would be dropped from the query until the statistics are counted again.
     missing = [lex for lex in lexemes if not stats.df.get(lex)]
