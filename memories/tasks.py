@@ -16,7 +16,9 @@ from celery import shared_task
 from django.db import OperationalError
 
 from jobs.services import job_enqueue
+from memories.retrieval.semantic import pgvector_settings
 from memories.services.reembed import memories_reembed
+from memories.services.tenant_vector_index import tenant_indexes_refresh
 from memories.tiers.l3 import l3_sync as l3_sync_memories
 from tenants.entry import each_tenant, tenant_task
 from tenants.entry import tenant_job as entry_job
@@ -73,6 +75,16 @@ def tenant_job(job: str, tenant_id: str) -> dict[str, Any]:
     result = tenant_task(tenant_id, f"job:{job}", _resolve(job))
     logger.info("job %s for tenant %s: %s", job, tenant_id, result)
     return result
+
+
+@shared_task(name="memories.tenant_vector_indexes")
+def tenant_vector_indexes() -> dict[str, Any]:
+    """Build and drop the large tenants' own HNSW indexes
+    (``memories.services.tenant_vector_index``); the owner role's DDL, one run at a time.
+    Returns the index names built, dropped and kept, or why the run was skipped."""
+    run = tenant_indexes_refresh(pgvector_settings(), say=logger.info)
+    return {"built": run.built, "dropped": run.dropped, "kept": run.kept,
+            "skipped": run.skipped}
 
 
 @shared_task(name="memories.memory_reembed", **TASK_OPTIONS)

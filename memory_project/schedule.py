@@ -29,6 +29,10 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # memory_storage_size{layer} for /metrics: memories by layer, counted per tenant.
     # Every 5 minutes.
     "storage size metrics": {"job": "storage_size", "every_seconds": 300},
+    # Large tenants get an HNSW index of their own, and lose it once gone or small
+    # (memories.services.tenant_vector_index). Hourly.
+    "tenant vector indexes": {"task": "memories.tenant_vector_indexes",
+                              "crontab": {"minute": "25"}},
     # Jobs queued while the broker (Redis) was unreachable are handed over once it is back
     # (jobs.services). Every 30 seconds.
     "send queued jobs": {"task": "jobs.outbox_drain", "every_seconds": 30},

@@ -272,6 +272,10 @@ MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 100)
 MEMORY_HNSW_EF_SEARCH_MAX = env_int("MEMORY_HNSW_EF_SEARCH_MAX", 1000)  # a starved scan's widest
 # Partitions smaller than this are ranked by an exact scan instead of HNSW (performance.md).
 MEMORY_EXACT_SCAN_MAX_ROWS = env_int("MEMORY_EXACT_SCAN_MAX_ROWS", 2000)
+# Tenants with at least this many memories (and at most half the table) get an HNSW index of
+# their own, at most MEMORY_TENANT_INDEX_MAX of them (memories.services.tenant_vector_index).
+MEMORY_TENANT_INDEX_MIN_ROWS = env_int("MEMORY_TENANT_INDEX_MIN_ROWS", 10_000)
+MEMORY_TENANT_INDEX_MAX = env_int("MEMORY_TENANT_INDEX_MAX", 32)
 # Search and recall count their references after the response, on a background thread
 # (memory_project.after_response); off: in the request's thread as the response closes.
 AFTER_RESPONSE_IN_BACKGROUND = env_bool("AFTER_RESPONSE_IN_BACKGROUND", True)

@@ -13,7 +13,8 @@ type's parameters) on ``memories_memory.embedding``:
 
 Changing a parameter names another index, so a build never finds a stale one under its name;
 an invalid index of that name (an interrupted concurrent build) is dropped and built again.
-``drop_others`` then drops every other HNSW or IVFFlat index on the column. Dropping
+``drop_others`` then drops every other HNSW or IVFFlat index on the column, except the
+large tenants' own (``memories.services.tenant_vector_index``). Dropping
 ``mem_embedding_hnsw`` makes the cosine default slow until it is built again (this module,
 with the default settings); ``manage.py migrate`` does not recreate it.
 
@@ -47,6 +48,8 @@ OPCLASS = {
     DistanceMetric.L2: "vector_l2_ops",
     DistanceMetric.INNER_PRODUCT: "vector_ip_ops",
 }
+#: Names of the partial indexes of single tenants (``memories.services.tenant_vector_index``).
+TENANT_INDEX_PREFIX = "mem_tenant_"
 #: Seconds between progress reports of a long build (``pg_stat_progress_create_index``).
 PROGRESS_INTERVAL = 10.0
 
@@ -60,12 +63,14 @@ class IndexBuildError(Exception):
 @dataclass(frozen=True)
 class IndexSpec:
     """One vector index on ``memories_memory.embedding``: ``name``, access ``method``
-    (``hnsw`` or ``ivfflat``), ``opclass`` and the ``WITH`` ``options`` as (name, value)."""
+    (``hnsw`` or ``ivfflat``), ``opclass``, the ``WITH`` ``options`` as (name, value) and,
+    for a partial index, its ``predicate`` (SQL of the ``WHERE`` clause)."""
 
     name: str
     method: str
     opclass: str
     options: tuple[tuple[str, int], ...]
+    predicate: str = ""
 
     def describe(self) -> str:
         """E.g. ``hnsw (embedding vector_l2_ops) WITH (m = 16, ef_construction = 64)``."""
@@ -75,9 +80,10 @@ class IndexSpec:
     def create_sql(self, *, concurrently: bool) -> str:
         """``CREATE INDEX [CONCURRENTLY] IF NOT EXISTS`` of this index."""
         quote = connections[OWNER].ops.quote_name
+        where = f" WHERE {self.predicate}" if self.predicate else ""
         return (f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS "
                 f"{quote(self.name)} ON {quote(Memory._meta.db_table)} USING "
-                f"{self.describe()}")
+                f"{self.describe()}{where}")
 
 
 @dataclass(frozen=True)
@@ -147,11 +153,12 @@ def index_build(pg: PgvectorSettings, *, concurrently: bool = True,
         raise IndexBuildError("CREATE INDEX CONCURRENTLY cannot run inside a transaction; "
                               "build without it (--no-concurrently).")
     spec = index_spec(pg)
-    existing = {index.name: index for index in embedding_indexes(using)}
+    existing = {index.name: index for index in embedding_indexes(using)
+                if not index.name.startswith(TENANT_INDEX_PREFIX)}
     found = existing.pop(spec.name, None)
     if found is not None and not found.valid:
         say(f"{spec.name} is invalid (an interrupted build): dropping it to build it again")
-        _drop(using, spec.name, concurrently=concurrently)
+        drop_index(using, spec.name, concurrently=concurrently)
         found = None
     if found is not None:
         say(f"{spec.name} exists ({found.definition}): nothing to build")
@@ -159,14 +166,14 @@ def index_build(pg: PgvectorSettings, *, concurrently: bool = True,
         say(f"building {spec.name}: {spec.describe()}"
             f"{' concurrently' if concurrently else ''}")
         started = time.perf_counter()
-        with _progress(using, say), connection.cursor() as cursor:
+        with build_progress(using, say), connection.cursor() as cursor:
             cursor.execute(spec.create_sql(concurrently=concurrently))
         say(f"built {spec.name} in {time.perf_counter() - started:.1f} s")
     outcome = Outcome(index=spec.name, built=found is None)
     if drop_others:
         for name in existing:
             say(f"dropping {name}")
-            _drop(using, name, concurrently=concurrently)
+            drop_index(using, name, concurrently=concurrently)
             outcome.dropped.append(name)
     elif existing:
         say(f"other vector indexes on {COLUMN}: {', '.join(existing)} (--drop-others drops "
@@ -174,13 +181,14 @@ def index_build(pg: PgvectorSettings, *, concurrently: bool = True,
     return outcome
 
 
-def _drop(using: str, name: str, *, concurrently: bool) -> None:
+def drop_index(using: str, name: str, *, concurrently: bool) -> None:
+    """``DROP INDEX [CONCURRENTLY] IF EXISTS name`` on ``using``'s connection."""
     with connections[using].cursor() as cursor:
         cursor.execute(f"DROP INDEX {'CONCURRENTLY ' if concurrently else ''}IF EXISTS "
                        f"{connections[using].ops.quote_name(name)}")
 
 
-class _progress:  # noqa: N801 (used as a context manager)
+class build_progress:  # noqa: N801 (used as a context manager)
     """While the block runs, a thread reports ``pg_stat_progress_create_index`` for the table
     every ``PROGRESS_INTERVAL`` seconds (on its own connection; its errors only end it)."""
 

@@ -24,6 +24,8 @@ from bench.http import Client, Server
 from bench.locomo import load_samples, questions, turns
 from bench.management.commands.eval_locomo import evaluate
 from memories.models import Memory
+from memories.retrieval.semantic import pgvector_settings
+from memories.services.tenant_vector_index import tenant_indexes_refresh
 from tenants.entry import tenant_job
 from tenants.models import Tenant
 from tenants.services import system_context
@@ -120,6 +122,12 @@ class Command(BaseCommand):
         took = time.perf_counter() - started
         if took > 1:
             self.say(f"HNSW index built in {took:.1f} s")
+        # What the hourly job does on a running server: large tenants get their own index.
+        run = tenant_indexes_refresh(pgvector_settings(), concurrently=False, using="owner",
+                                     say=lambda line: None)
+        if run.built or run.dropped:
+            self.say(f"tenant HNSW indexes: {len(run.built)} built, {len(run.dropped)} "
+                     f"dropped, {len(run.kept)} kept ({time.perf_counter() - started:.1f} s)")
 
     def _ingest_texts(self, locomo: Path, count: int) -> list[str]:
         pool = [t.content for s in load_samples(locomo) for t in turns(s)]

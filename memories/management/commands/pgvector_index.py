@@ -1,5 +1,7 @@
-"""``manage.py pgvector_index [--drop-others] [--no-concurrently]``: build the vector index the
-pgvector configuration names on the memories table (``memories.services.vector_index``)."""
+"""``manage.py pgvector_index [--drop-others] [--no-concurrently] [--tenants]``: build the vector
+index the pgvector configuration names on the memories table
+(``memories.services.vector_index``); ``--tenants``: then build and drop the large tenants'
+own indexes (``memories.services.tenant_vector_index``, also an hourly job)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from memories.retrieval.semantic import pgvector_settings
+from memories.services.tenant_vector_index import tenant_indexes_refresh
 from memories.services.vector_index import OWNER, IndexBuildError, index_build
 from vectors.errors import InvalidBackendConfig
 from vectors.registry import configured
@@ -33,6 +36,11 @@ class Command(BaseCommand):
                                  "writes to the table while it builds)")
         parser.add_argument("--database", default=OWNER,
                             help=f"connection of the table's owner role (default {OWNER!r})")
+        parser.add_argument("--tenants", action="store_true",
+                            help="then give every tenant of at least "
+                                 "MEMORY_TENANT_INDEX_MIN_ROWS memories (and at most half the "
+                                 "table) an HNSW index of its own, and drop those of tenants "
+                                 "gone or below half that (what the hourly job does)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -48,6 +56,9 @@ class Command(BaseCommand):
             outcome = index_build(pg, concurrently=options["concurrently"],
                                   drop_others=options["drop_others"],
                                   using=options["database"], say=self.stdout.write)
+            run = (tenant_indexes_refresh(pg, concurrently=options["concurrently"],
+                                          using=options["database"], say=self.stdout.write)
+                   if options["tenants"] else None)
         except IndexBuildError as exc:
             raise CommandError(str(exc)) from exc
         except DatabaseError as exc:
@@ -56,3 +67,7 @@ class Command(BaseCommand):
             raise CommandError(f"PostgreSQL refused: {exc}{hint}") from exc
         dropped = f", dropped {len(outcome.dropped)}" if outcome.dropped else ""
         self.stdout.write(f"{outcome.index}: {'built' if outcome.built else 'exists'}{dropped}")
+        if run is not None:
+            self.stdout.write(run.skipped or (
+                f"tenant indexes: {len(run.built)} built, {len(run.dropped)} dropped, "
+                f"{len(run.kept)} kept"))
