@@ -27,24 +27,26 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import combinations
-from typing import Any
+from typing import Any, TypeVar
 
+import numpy as np
 from cachetools import LRUCache
 from django.db import connection
 from django.db.models import Avg, Count, QuerySet
 from django.db.models.functions import Length
 
 from memories.models import Memory, TermImpact
+from memories.retrieval.bm25_sql import Terms, scored_rows, scores
 from memories.retrieval.partition import LexemeQuery
 from memory_project.after_response import in_background
 from tenants.context import current_context
 from tenants.entry import run_in_scope
 
-BM25_K1 = 1.2
-BM25_B = 0.75
+T = TypeVar("T")
 #: Baked into the SQL function ``memory_term_frequencies`` (migration 0006).
 CONTEXT_WEIGHT = 0.35
 #: Candidates come from the query's rarest terms first (the highest IDF), adding terms while
@@ -106,31 +108,6 @@ _DF_SQL = """
 SELECT l.lexeme, (SELECT count(*) FROM ({scope}) s WHERE s.search_vector @@ l.query)
 FROM unnest(%s::text[], %s::tsquery[]) AS l(lexeme, query)
 """
-
-_BM25_SQL = """
-SELECT c.id, {score} AS score
-FROM (
-    SELECT s.id, {frequencies},
-           %s::float8 * (1 - %s::float8 + %s::float8 * length(s.search_vector) / %s::float8) AS norm
-    FROM ({candidates}) s
-    OFFSET 0
-) c
-ORDER BY score DESC, c.id
-LIMIT %s
-"""
-
-
-def _bm25_sql(candidates: str, terms: int) -> str:
-    """BM25 over ``candidates`` (``id``, ``search_vector``, ``term_frequencies``) for
-    ``terms`` query lexemes: ``Σ idf·tf·(k1 + 1) / (tf + k1·(1 − b + b·dl/avgdl))``.
-
-    ``OFFSET 0`` keeps the planner from inlining the inner query, which would read each
-    term frequency out of the jsonb twice per candidate (numerator and denominator)."""
-    score = " + ".join(f"%s::float8 * c.tf{i} / (c.tf{i} + c.norm)" for i in range(terms))
-    frequencies = ", ".join(
-        f"coalesce((s.term_frequencies ->> %s)::float8, 0) AS tf{i}" for i in range(terms))
-    return _BM25_SQL.format(score=score, frequencies=frequencies, candidates=candidates)
-
 
 def query_lexemes(query: str) -> tuple[str, ...]:
     """The query's English lexemes (stemmed, stop words removed), as PostgreSQL makes them."""
@@ -325,20 +302,6 @@ def champion_term(stats: PartitionStats, present: list[str]) -> str | None:
     return ordered[0]
 
 
-def _score(candidates: QuerySet[Memory], present: list[str], idfs: list[float],
-           stats: PartitionStats, limit: int) -> list[tuple[Any, float]]:
-    sql, params = candidates.values("id", "search_vector", "term_frequencies").query \
-        .sql_with_params()
-    k1, b = BM25_K1, BM25_B
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _bm25_sql(sql, len(present)),
-            [*(idf * (k1 + 1) for idf in idfs), *present, k1, b, b, stats.avg_length,
-             *params, limit],
-        )
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
-
-
 def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: str | None = None,
          whole_scope: bool = False) -> list[tuple[Any, float]]:
     """``[(id, score)]`` of the best ``limit`` memories of ``base`` for ``query`` (BM25).
@@ -351,6 +314,23 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: st
     :func:`candidate_queries` says. ``whole_scope``: ``base`` is that layer scope's searchable
     memories, unfiltered (``partition.layer_queryset`` with its default states, no metadata
     or scope filter), so its document frequencies are counted from the postings."""
+    return _best(base, query, limit, scores, partition_lexeme, whole_scope)
+
+
+def bm25_rows(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None, *,
+              partition_lexeme: str | None = None, whole_scope: bool = False) -> list[Memory]:
+    """The memories :func:`bm25` ranks, best first, read by the statement that scores them
+    (``bm25_sql.scored_rows``): each with ``keyword_score`` and, with ``vector``,
+    ``distance`` (cosine) set; search-only columns deferred."""
+    return _best(base, query, limit, partial(scored_rows, vector=vector), partition_lexeme,
+                 whole_scope)
+
+
+def _best(base: QuerySet[Memory], query: str, limit: int,
+          score: Callable[[QuerySet[Memory], Terms, int], list[T]],
+          partition_lexeme: str | None, whole_scope: bool) -> list[T]:
+    """:func:`bm25`'s candidates, scored by ``score`` (``bm25_sql.scores`` or
+    ``scored_rows``)."""
     lexemes = query_lexemes(query)
     if not lexemes:
         return []
@@ -359,18 +339,19 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: st
     present = [lex for lex in lexemes if stats.df.get(lex)]
     if not present:
         return []
-    idfs = [_idf(stats.size, stats.df[lex]) for lex in present]
+    terms = Terms(present, [_idf(stats.size, stats.df[lex]) for lex in present],
+                  stats.avg_length)
     champion = champion_term(stats, present) if partition_lexeme and limit <= CHAMPIONS else None
     if champion is not None and partition_lexeme is not None:
         best = TermImpact.objects.filter(scope=scope_hash(partition_lexeme), lexeme=champion) \
             .order_by("-impact").values("memory_id")[:CHAMPIONS]
-        scored = _score(base.filter(pk__in=best), present, idfs, stats, limit)
+        scored = score(base.filter(pk__in=best), terms, limit)
         if len(scored) >= limit:
             return scored
     queries = candidate_queries(stats, present)
     for index, raw in enumerate(queries):
         tsquery = LexemeQuery(raw)
-        scored = _score(base.filter(search_vector=tsquery), present, idfs, stats, limit)
+        scored = score(base.filter(search_vector=tsquery), terms, limit)
         if len(scored) >= limit or index == len(queries) - 1:
             return scored
     return []
@@ -387,6 +368,7 @@ def bm25_of(base: QuerySet[Memory], query: str, ids: list[Any]) -> dict[Any, flo
     present = [lex for lex in lexemes if stats.df.get(lex)]
     if not present:
         return {}
-    idfs = [_idf(stats.size, stats.df[lex]) for lex in present]
-    scored = _score(base.filter(pk__in=ids), present, idfs, stats, len(ids))
-    return {pk: score for pk, score in scored if score > 0}
+    terms = Terms(present, [_idf(stats.size, stats.df[lex]) for lex in present],
+                  stats.avg_length)
+    return {pk: score for pk, score in scores(base.filter(pk__in=ids), terms, len(ids))
+            if score > 0}

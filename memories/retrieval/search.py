@@ -44,8 +44,8 @@ from memories.retrieval.concurrency import run_concurrently
 from memories.retrieval.expansion import MAX_HOPS, expanded_ids
 from memories.retrieval.filters import MetadataFilter
 from memories.retrieval.fusion import POOL_DEPTH, reranked, rrf
-from memories.retrieval.hits import SearchHit, in_order, order_within_layer, similarity_of
-from memories.retrieval.keyword import bm25
+from memories.retrieval.hits import SearchHit, order_within_layer, similarity_of
+from memories.retrieval.keyword import bm25_rows
 from memories.retrieval.merge import merge_by_precedence
 from memories.retrieval.partition import (
     layer_queryset,
@@ -201,11 +201,8 @@ def scope_filter(scope: str | None) -> Q:
 
 def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None,
              partition_lexeme: str, whole_scope: bool = False) -> list[Memory]:
-    scored = bm25(base, query, limit, partition_lexeme=partition_lexeme, whole_scope=whole_scope)
-    rows_qs = base.defer(*UNSERVED_COLUMNS).filter(pk__in=[pk for pk, _ in scored])
-    if vector is not None:
-        rows_qs = rows_qs.annotate(distance=CosineDistance("embedding", vector))
-    return in_order({m.pk: m for m in rows_qs}, scored, "keyword_score")
+    return bm25_rows(base, query, limit, vector, partition_lexeme=partition_lexeme,
+                     whole_scope=whole_scope)
 
 
 def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
