@@ -218,8 +218,10 @@ class TermImpact(TenantOwnedModel):
     ``scope_key`` lexeme (``keyword.scope_hash``). A keyword query whose only selective term
     matches thousands of a scope's memories reads that term's best postings from the index
     ``termimpact_champions`` instead of every memory holding the term (``keyword.bm25``).
-    Written only by the trigger; ``memory_id`` is a plain UUID (the trigger deletes the rows
-    of a deleted memory).
+    Each such memory also has a document posting (lexeme ``keyword.DOCUMENT_LEXEME``, ``''``,
+    migration 0019) whose ``impact`` is its length in lexemes: a scope's size and mean length
+    are then one index-only scan. Written only by the trigger; ``memory_id`` is a plain UUID
+    (the trigger deletes the rows of a deleted memory).
     """
 
     pk = models.CompositePrimaryKey("memory_id", "lexeme")

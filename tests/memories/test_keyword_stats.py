@@ -86,9 +86,9 @@ def test_the_recount_runs_on_the_background_thread_in_the_tenants_scope(
     counted_on: list[str] = []
     counted = keyword._counted
 
-    def recording(base: Any) -> keyword.PartitionStats:
+    def recording(base: Any, postings: int | None = None) -> keyword.PartitionStats:
         counted_on.append(threading.current_thread().name)
-        return counted(base)
+        return counted(base, postings)
 
     monkeypatch.setattr(keyword, "_counted", recording)
     clock.now += keyword.STATS_TTL_SECONDS

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from memories.models import TermImpact
 from memories.retrieval import keyword
-from memories.retrieval.keyword import PartitionStats, champion_term, scope_hash
+from memories.retrieval.keyword import DOCUMENT_LEXEME, PartitionStats, champion_term, scope_hash
 from memories.retrieval.partition import partition_lexeme
 from memories.services.deletion import memory_delete, memory_erase_by_identifiers
 from memories.services.memory import MemoryInput, memory_bulk_add, memory_update
@@ -26,8 +26,10 @@ USER = LayerIdentifiers(userId="u1")
 
 
 def postings(tenant: Any, memory_id: Any) -> dict[str, TermImpact]:
+    """The memory's term postings (its document posting aside)."""
     with tenant_scope(tenant.ctx):
-        return {p.lexeme: p for p in TermImpact.objects.filter(memory_id=memory_id)}
+        return {p.lexeme: p for p in TermImpact.objects.filter(memory_id=memory_id)
+                .exclude(lexeme=DOCUMENT_LEXEME)}
 
 
 def test_adding_a_memory_writes_one_posting_per_lexeme_with_its_scope_and_impact(
@@ -40,6 +42,9 @@ def test_adding_a_memory_writes_one_posting_per_lexeme_with_its_scope_and_impact
     # tf 2 for "paint", 4 lexemes: 2 / (2 + 1.2 * (0.25 + 0.75 * 4 / 30))
     assert rows["paint"].impact == pytest.approx(2 / (2 + 1.2 * (0.25 + 0.75 * 4 / 30)))
     assert rows["paint"].impact > rows["lake"].impact
+    with tenant_scope(tenant_a.ctx):  # and its document posting: its length, 4 lexemes
+        document = TermImpact.objects.get(memory_id=memory.pk, lexeme=DOCUMENT_LEXEME)
+    assert document.impact == 4.0 and document.scope == scope_hash(lexeme)
 
 
 def test_one_bulk_insert_writes_the_postings_of_every_memory_in_one_statement(

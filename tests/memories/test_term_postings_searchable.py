@@ -16,6 +16,7 @@ from memories.retrieval import keyword
 from memories.retrieval.keyword import scope_hash
 from memories.retrieval.partition import layer_queryset, partition_is, partition_lexeme
 from memories.services.deletion import memory_archive, memory_delete, memory_restore
+from memories.services.memory import memory_update
 from tenants.context import tenant_scope
 from tenants.layers import Layer, LayerIdentifiers
 from tests.retrieval_helpers import searched
@@ -28,7 +29,7 @@ USER = LayerIdentifiers(userId="u1")
 def lexemes_of(tenant: Any, memory: Memory) -> set[str]:
     with tenant_scope(tenant.ctx):
         return set(TermImpact.objects.filter(memory_id=memory.pk)
-                   .values_list("lexeme", flat=True))
+                   .exclude(lexeme=keyword.DOCUMENT_LEXEME).values_list("lexeme", flat=True))
 
 
 def test_a_memory_search_cannot_return_has_no_postings_until_it_can(tenant_a: Any) -> None:
@@ -94,3 +95,53 @@ def test_a_hyphenated_compound_is_counted_and_found(tenant_a: Any) -> None:
     found = searched(tenant_a, "self-care", mode="keyword")["results"]
     assert [r["memory"]["content"] for r in found] == [
         "Self-care matters to Caroline", "Caroline cares for her car"]  # "care" alone, lower
+
+
+def _size_and_length(tenant: Any) -> tuple[tuple[int, float], tuple[int, float]]:
+    """The user scope's size and mean length from its memories and from its document
+    postings."""
+    with tenant_scope(tenant.ctx):
+        lexeme = partition_lexeme(tenant.ctx.tenant_id, Layer.USER, USER)
+        base = layer_queryset(Layer.USER, USER).filter(partition_is(lexeme))
+        read = keyword._counted(base)
+        posted = keyword._counted(base, scope_hash(lexeme))
+    return (read.size, round(read.avg_length, 9)), (posted.size, round(posted.avg_length, 9))
+
+
+def test_the_document_postings_count_the_scopes_size_and_mean_length(tenant_a: Any,
+                                                                    tenant_b: Any) -> None:
+    kept = tenant_a.add("Kayak trip to the lake with Caroline and Melanie")
+    archived = tenant_a.add("Lake house")
+    pruned = tenant_a.add("Sunday brunch at the lake house by the water")
+    tenant_a.add("the and of")  # stop words only: a memory of length 0
+    tenant_b.add("Another tenant's lake memory with many more words in it")
+    read, posted = _size_and_length(tenant_a)
+    assert read == posted and read[0] == 4
+    with tenant_scope(tenant_a.ctx):
+        memory_archive(tenant_a.ctx, memory_id=archived.pk)
+        Memory.objects.filter(pk=pruned.pk).update(pruned_at=timezone.now())
+        memory_update(tenant_a.ctx, memory_id=kept.pk, content="Kayak trip")
+    read, posted = _size_and_length(tenant_a)
+    assert read == posted == (2, 1.0)  # "kayak trip" (2 lexemes) and the stop words (0)
+    with tenant_scope(tenant_a.ctx):
+        memory_restore(tenant_a.ctx, memory_id=archived.pk)
+        memory_delete(tenant_a.ctx, memory_id=kept.pk)
+    read, posted = _size_and_length(tenant_a)
+    assert read == posted == (2, 1.0)  # "lake house" (2) and the stop words (0)
+
+
+def test_an_unfiltered_search_reads_size_and_length_from_the_postings(tenant_a: Any) -> None:
+    tenant_a.add("Kayak trip to the lake", metadata={"tags": ["trip"]})
+    tenant_a.add("Lake house")
+
+    def aggregates(**search: Any) -> list[str]:
+        keyword._stats.clear()
+        with CaptureQueriesContext(connection) as captured:
+            assert searched(tenant_a, "kayak lake", mode="keyword", **search)["results"]
+        return [q["sql"] for q in captured.captured_queries
+                if "AVG(" in q["sql"].upper() and "memories_" in q["sql"]]
+
+    (plain,) = aggregates()
+    assert "memories_termimpact" in plain and "LENGTH(" not in plain.upper()
+    (filtered,) = aggregates(filter={"tags": ["trip"]})
+    assert "memories_termimpact" not in filtered and "LENGTH(" in filtered.upper()
