@@ -47,6 +47,9 @@ _scan_starts: TTLCache[tuple[str, str, tuple[str, ...]], int] = TTLCache(
     maxsize=4096, ttl=300)
 _scan_lock = threading.Lock()
 EXACT = 0
+#: A scope below this many memories that starves even the widest index scan is scanned
+#: exactly from then on (~2 µs a row: ~40 ms); a larger one only for the query that starved.
+EXACT_CHEAP_ROWS = 20_000
 #: Safety factor of :func:`widened` on the candidates a starved scan's share calls for.
 WIDEN_MARGIN = 1.5
 #: The pgvector expression each metric orders by (its operator: ``<=>``, ``<->``, ``<#>``;
@@ -92,7 +95,10 @@ def nearest_distances(base: QuerySet[Memory], vector: np.ndarray, limit: int
     the share of candidates that passed (:func:`widened`), up to ``MEMORY_HNSW_EF_SEARCH_MAX``
     candidates, and if that still starves (an IVFFlat scan: at once), the scope is scanned
     exactly (``distance + 0`` keeps the planner off the index). The way that worked is
-    remembered for the scope for five minutes, so the next search starts there.
+    remembered for the scope for five minutes from when it was learned, so the next
+    searches start there; an exact scan only for a scope of fewer than ``EXACT_CHEAP_ROWS``:
+    in a larger one, one query whose neighbourhood other tenants fill must not make every
+    later search of the scope read all of it. Such a query is still answered exactly.
     """
     pg = pgvector_settings()
     sql, params = base.values("pk").query.sql_with_params()
@@ -123,11 +129,19 @@ def nearest_distances(base: QuerySet[Memory], vector: np.ndarray, limit: int
         if session is not None and knob != session:
             _set_local(name, session)
     if len(rows) < limit:
-        start = EXACT
         rows = _ranked(base, vector, pg.metric, limit, exact=True)
+        # Remembered only for a scope whose exact scan is cheap: in a large one the index
+        # starved on this query, not on the scope (2.5 s per exact scan of the 1M tenant).
+        start = EXACT if start == EXACT or _exact_is_cheap(base) else start
     with _scan_lock:
-        _scan_starts[key] = start
+        if _scan_starts.get(key) != start:  # written again, the entry would never expire
+            _scan_starts[key] = start
     return [(pk, distance) for pk, distance, _ in sorted(rows, key=lambda r: (r[2], str(r[0])))]
+
+
+def _exact_is_cheap(base: QuerySet[Memory]) -> bool:
+    """Whether ``base`` holds fewer than ``EXACT_CHEAP_ROWS`` memories (counted up to that)."""
+    return base.values("pk")[:EXACT_CHEAP_ROWS].count() < EXACT_CHEAP_ROWS
 
 
 def rows_at(base: QuerySet[Memory], found: list[tuple[Any, float]]) -> list[Memory]:

@@ -1,0 +1,104 @@
+"""How a scope's semantic ranking starts (``memories.retrieval.semantic._scan_starts``): an
+exact scan is remembered only for a scope where it is cheap, and what was learned expires
+five minutes after it was learned, however often the scope is searched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from cachetools import TTLCache
+from django.db import transaction
+
+from memories.models import Memory
+from memories.retrieval import semantic
+from memories.services.memory import MemoryInput, memory_bulk_add
+from tenants.context import tenant_scope
+from tenants.layers import LayerIdentifiers
+
+pytestmark = pytest.mark.django_db
+
+USER = LayerIdentifiers.from_mapping({"userId": "u1"})
+ROWS, LIMIT = 12, 5
+
+
+@pytest.fixture
+def scope(tenant_a: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``ROWS`` memories with random unit embeddings; the index path for every scope; a
+    fresh, empty record of scan starts."""
+    settings.MEMORY_EXACT_SCAN_MAX_ROWS = 1
+    monkeypatch.setattr(semantic, "_scan_starts", TTLCache(maxsize=16, ttl=300))
+    rng = np.random.default_rng(11)
+    vectors = rng.normal(size=(ROWS + 1, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with tenant_scope(tenant_a.ctx):
+        memory_bulk_add(tenant_a.ctx, items=[
+            MemoryInput(content=f"note {i}", layer="user", identifiers=USER)
+            for i in range(ROWS)])
+        for i in range(ROWS):
+            Memory.objects.filter(content=f"note {i}").update(embedding=vectors[i])
+    return tenant_a, vectors[ROWS]
+
+
+def ranked(tenant: Any, query: np.ndarray) -> list[Any]:
+    with transaction.atomic(), tenant_scope(tenant.ctx):
+        return semantic.nearest_distances(Memory.objects.filter(layer="user"), query, LIMIT)
+
+
+def starving_once(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Index scans return one row until the first exact scan; records each scan's
+    ``exact``."""
+    scans: list[bool] = []
+    exact_seen: list[bool] = []
+    real = semantic._ranked
+
+    def scan(base: Any, vector: Any, metric: Any, limit: int, *, exact: bool) -> Any:
+        scans.append(exact)
+        rows = real(base, vector, metric, limit, exact=exact)
+        if exact:
+            exact_seen.append(True)
+        return rows if exact or exact_seen else rows[:1]
+
+    monkeypatch.setattr(semantic, "_ranked", scan)
+    return scans
+
+
+def test_a_large_scope_that_starves_once_is_answered_exactly_then_searched_by_index(
+        scope: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    tenant, query = scope
+    monkeypatch.setattr(semantic, "EXACT_CHEAP_ROWS", ROWS)  # the scope is not below it
+    scans = starving_once(monkeypatch)
+    first = ranked(tenant, query)
+    assert scans[-1] is True and len(first) == LIMIT  # widened to the widest, then exact
+    scans.clear()
+    assert ranked(tenant, query) == first
+    assert scans == [False]  # the index again, at the width it started from
+    assert list(semantic._scan_starts.values()) == [semantic._first(
+        semantic.pgvector_settings(), LIMIT)]
+
+
+def test_a_small_scope_that_starves_is_scanned_exactly_from_then_on(
+        scope: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    tenant, query = scope
+    monkeypatch.setattr(semantic, "EXACT_CHEAP_ROWS", ROWS + 1)
+    scans = starving_once(monkeypatch)
+    first = ranked(tenant, query)
+    scans.clear()
+    assert ranked(tenant, query) == first
+    assert scans == [True]
+    assert list(semantic._scan_starts.values()) == [semantic.EXACT]
+
+
+def test_what_was_learned_expires_five_minutes_after_it_was_learned(
+        scope: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    tenant, query = scope
+    now = [0.0]
+    monkeypatch.setattr(semantic, "_scan_starts", TTLCache(maxsize=16, ttl=300,
+                                                           timer=lambda: now[0]))
+    ranked(tenant, query)
+    for now[0] in (100.0, 200.0, 299.0):  # searched all the time
+        ranked(tenant, query)
+        assert len(semantic._scan_starts) == 1
+    now[0] = 301.0
+    assert len(semantic._scan_starts) == 0  # learned at 0: gone at 300, not at 599
