@@ -134,3 +134,22 @@ def scoped_memories(tenant: Any) -> dict[str, Any]:
         "episode-global": tenant.add("Episode: talked about blood pressure",
                                      kind="episode", scope="global"),
     }
+
+
+def add_unit_vectors(tenant: Any, rows: int, seed: int = 7) -> np.ndarray:
+    """``rows`` user-layer memories of ``tenant`` (``note 0`` …) whose embeddings are random
+    unit vectors (distinct distances: no ties to order differently); returns a unit query."""
+    from memories.services.memory import MemoryInput, memory_bulk_add
+    from tenants.layers import LayerIdentifiers
+
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(rows + 1, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with tenant_scope(tenant.ctx):
+        memory_bulk_add(tenant.ctx, items=[
+            MemoryInput(content=f"note {i}", layer="user",
+                        identifiers=LayerIdentifiers.from_mapping(USER))
+            for i in range(rows)])
+        for i in range(rows):
+            Memory.objects.filter(content=f"note {i}").update(embedding=vectors[i])
+    return vectors[rows]

@@ -24,10 +24,10 @@ from pgvector.django import CosineDistance
 from memories.models import Memory
 from memories.retrieval.search import SearchRequest, memory_search
 from memories.retrieval.semantic import nearest, semantic_list
-from memories.services.memory import MemoryInput, memory_bulk_add
 from memories.services.vector_index import MIGRATION_INDEX, embedding_indexes
 from tenants.context import tenant_scope
 from tenants.layers import LayerIdentifiers
+from tests.retrieval_helpers import add_unit_vectors
 from vectors import registry
 from vectors.config import PgvectorSettings, VectorConfig
 
@@ -65,21 +65,6 @@ def _restored(owner_flushes: None) -> Iterator[None]:
                 cursor.execute(f'DROP INDEX IF EXISTS "{name}"')
             for name in sorted(set(before) - after):
                 cursor.execute(before[name])
-
-
-def add_unit_vectors(tenant: Any, seed: int = 7) -> np.ndarray:
-    """``ROWS`` memories of ``tenant`` whose embeddings are random unit vectors (distinct
-    distances: no ties to order differently); returns a unit query vector."""
-    rng = np.random.default_rng(seed)
-    vectors = rng.normal(size=(ROWS + 1, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    with tenant_scope(tenant.ctx):
-        memory_bulk_add(tenant.ctx, items=[
-            MemoryInput(content=f"note {i}", layer="user", identifiers=USER)
-            for i in range(ROWS)])
-        for i in range(ROWS):
-            Memory.objects.filter(content=f"note {i}").update(embedding=vectors[i])
-    return vectors[ROWS]
 
 
 def cosine_order(tenant: Any, query: np.ndarray, limit: int) -> list[str]:
@@ -142,7 +127,7 @@ def index_names() -> set[str]:
 def test_the_default_is_todays_query_over_the_migrations_hnsw_index(
         tenant_a: Any, settings: Any, configure: Any) -> None:
     settings.MEMORY_EXACT_SCAN_MAX_ROWS = 1  # every scope counts as large: the index path
-    query = add_unit_vectors(tenant_a)
+    query = add_unit_vectors(tenant_a, ROWS)
     found, queries = ranked(tenant_a, query)
     sql = ranking_query(queries, "<=>")
     with transaction.atomic(), tenant_scope(tenant_a.ctx), \
@@ -162,7 +147,7 @@ def test_the_default_is_todays_query_over_the_migrations_hnsw_index(
 @pytest.mark.django_db
 def test_the_semantic_list_reads_only_the_rows_that_pass_its_threshold(tenant_a: Any) -> None:
     """Ids and distances first, then the rows above the threshold; none when nothing passes."""
-    query = add_unit_vectors(tenant_a)
+    query = add_unit_vectors(tenant_a, ROWS)
     order = cosine_order(tenant_a, query, ROWS)
     with transaction.atomic(), tenant_scope(tenant_a.ctx):
         base = Memory.objects.filter(layer="user")
@@ -185,7 +170,7 @@ def test_the_semantic_list_reads_only_the_rows_that_pass_its_threshold(tenant_a:
 def test_an_ivfflat_index_built_by_the_command_serves_semantic_search(
         tenant_a: Any, settings: Any, configure: Any) -> None:
     settings.MEMORY_EXACT_SCAN_MAX_ROWS = 1
-    query = add_unit_vectors(tenant_a)
+    query = add_unit_vectors(tenant_a, ROWS)
     configure(index_type="ivfflat", ivfflat_lists=2, ivfflat_probes=2)
     out = build("--no-concurrently", "--drop-others")
     index = "mem_embedding_ivfflat_cosine_lists2"
@@ -215,7 +200,7 @@ def test_another_metric_orders_by_its_operator_and_ranks_unit_vectors_as_cosine(
         tenant_a: Any, settings: Any, configure: Any, metric: str, operator: str,
         index: str) -> None:
     settings.MEMORY_EXACT_SCAN_MAX_ROWS = 1
-    query = add_unit_vectors(tenant_a)
+    query = add_unit_vectors(tenant_a, ROWS)
     configure(distance=metric)
     assert f"built {index}" in build("--no-concurrently")
     found, queries = ranked(tenant_a, query)
@@ -233,7 +218,7 @@ def test_another_metric_orders_by_its_operator_and_ranks_unit_vectors_as_cosine(
 @pytest.mark.usefixtures("_restored")
 def test_the_command_is_idempotent_and_drops_the_others(tenant_a: Any, configure: Any
                                                         ) -> None:
-    add_unit_vectors(tenant_a)
+    add_unit_vectors(tenant_a, ROWS)
     assert MIGRATION_INDEX in index_names()
     out = build()  # the default: the migration's index
     assert f"{MIGRATION_INDEX} exists" in out and "building" not in out

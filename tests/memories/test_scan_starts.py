@@ -13,13 +13,11 @@ from django.db import transaction
 
 from memories.models import Memory
 from memories.retrieval import semantic
-from memories.services.memory import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
-from tenants.layers import LayerIdentifiers
+from tests.retrieval_helpers import add_unit_vectors
 
 pytestmark = pytest.mark.django_db
 
-USER = LayerIdentifiers.from_mapping({"userId": "u1"})
 ROWS, LIMIT = 12, 5
 
 
@@ -29,16 +27,7 @@ def scope(tenant_a: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     fresh, empty record of scan starts."""
     settings.MEMORY_EXACT_SCAN_MAX_ROWS = 1
     monkeypatch.setattr(semantic, "_scan_starts", TTLCache(maxsize=16, ttl=300))
-    rng = np.random.default_rng(11)
-    vectors = rng.normal(size=(ROWS + 1, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    with tenant_scope(tenant_a.ctx):
-        memory_bulk_add(tenant_a.ctx, items=[
-            MemoryInput(content=f"note {i}", layer="user", identifiers=USER)
-            for i in range(ROWS)])
-        for i in range(ROWS):
-            Memory.objects.filter(content=f"note {i}").update(embedding=vectors[i])
-    return tenant_a, vectors[ROWS]
+    return tenant_a, add_unit_vectors(tenant_a, ROWS, seed=11)
 
 
 def ranked(tenant: Any, query: np.ndarray) -> list[Any]:

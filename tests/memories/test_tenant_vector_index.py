@@ -21,7 +21,6 @@ from django.test.utils import CaptureQueriesContext
 
 from memories.models import Memory
 from memories.retrieval.semantic import nearest
-from memories.services.memory import MemoryInput, memory_bulk_add
 from memories.services.tenant_vector_index import (
     LOCK_KEY,
     index_plan,
@@ -32,10 +31,9 @@ from memories.services.vector_index import MIGRATION_INDEX, index_build
 from memories.tasks import tenant_vector_indexes
 from memory_project.schedule import BEAT_SCHEDULE
 from tenants.context import tenant_scope
-from tenants.layers import LayerIdentifiers
+from tests.retrieval_helpers import add_unit_vectors
 from vectors.config import PgvectorSettings
 
-USER = LayerIdentifiers.from_mapping({"userId": "u1"})
 COMMITTED = pytest.mark.django_db(transaction=True, databases=["default", "owner"])
 HNSW = PgvectorSettings()
 A, B, C = (uuid.UUID(int=n) for n in (1, 2, 3))
@@ -93,20 +91,6 @@ def _dropped_after(owner_flushes: None) -> Iterator[None]:
                        "AND indexname LIKE 'mem\\_tenant\\_%'")
         for (index,) in cursor.fetchall():
             cursor.execute(f'DROP INDEX IF EXISTS "{index}"')
-
-
-def add_unit_vectors(tenant: Any, rows: int, seed: int) -> np.ndarray:
-    """``rows`` memories of ``tenant`` with random unit embeddings; returns a unit query."""
-    rng = np.random.default_rng(seed)
-    vectors = rng.normal(size=(rows + 1, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    with tenant_scope(tenant.ctx):
-        memory_bulk_add(tenant.ctx, items=[
-            MemoryInput(content=f"note {i}", layer="user", identifiers=USER)
-            for i in range(rows)])
-        for i in range(rows):
-            Memory.objects.filter(content=f"note {i}").update(embedding=vectors[i])
-    return vectors[rows]
 
 
 def ranking(tenant: Any, query: np.ndarray) -> tuple[list[str], str]:
