@@ -138,7 +138,7 @@ SELECT count(*), avg(impact) FROM memories_termimpact WHERE scope = %s AND lexem
 def _counted(base: QuerySet[Memory], postings: int | None = None) -> PartitionStats:
     """Size and mean tsvector length of ``base``, counted now: with ``postings`` (as in
     :func:`_frequencies`), one index-only scan of the scope's document postings (migration
-    ``memories.0019``: ~0.1 s for the 1M bench tenant); otherwise one statement reading every
+    ``memories.0019``: ~0.5 s for the 1M bench tenant); otherwise one statement reading every
     row of the scope (~0.24 s for 100k memories, 7 s for 1M, 49 s from disk)."""
     started = time.monotonic()
     if postings is None:
