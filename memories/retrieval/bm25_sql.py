@@ -12,6 +12,7 @@ the rows by id (``docs/performance.md``, "Keyword search").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,14 @@ def _statement(candidates: QuerySet[Memory], terms: Terms, limit: int) -> tuple[
         *params, limit]
 
 
+@cache
+def _served_columns() -> str:
+    """The memory columns :func:`scored_rows` reads, qualified by ``m``."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"m.{quote(str(f.column))}" for f in Memory._meta.concrete_fields
+                     if f.attname not in UNSERVED_COLUMNS)
+
+
 def scores(candidates: QuerySet[Memory], terms: Terms, limit: int) -> list[tuple[Any, float]]:
     """``[(id, BM25)]`` of the best ``limit`` of ``candidates``, best first (ties by id)."""
     sql, params = _statement(candidates, terms, limit)
@@ -88,15 +97,12 @@ def scored_rows(candidates: QuerySet[Memory], terms: Terms, limit: int,
     (cosine) set. One statement; the rows are joined to ids that ``candidates`` (the caller's
     tenant-scoped queryset) selected, and row-level security applies to the join as well."""
     scored, params = _statement(candidates, terms, limit)
-    quote = connection.ops.quote_name
-    columns = ", ".join(f"m.{quote(str(f.column))}" for f in Memory._meta.concrete_fields
-                        if f.attname not in UNSERVED_COLUMNS)
     distance = ""
     if vector is not None:
         distance = ", m.embedding <=> %s::vector AS distance"
         params = [Memory._meta.get_field("embedding").get_prep_value(vector), *params]
-    sql = _ROWS_SQL.format(columns=columns, distance=distance, scored=scored,
-                           table=quote(Memory._meta.db_table))
+    sql = _ROWS_SQL.format(columns=_served_columns(), distance=distance, scored=scored,
+                           table=connection.ops.quote_name(Memory._meta.db_table))
     rows = list(Memory.objects.raw(sql, params))
     for memory in rows:
         memory.keyword_score = float(memory.keyword_score)  # type: ignore[attr-defined]

@@ -343,21 +343,32 @@ def bm25_rows(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray
                  whole_scope)
 
 
+def _query_terms(base: QuerySet[Memory], query: str, postings: int | None
+                 ) -> tuple[PartitionStats, Terms] | None:
+    """The statistics of ``base`` (:func:`partition_stats`) and the query's terms that the
+    scope holds, with their IDFs; ``None`` when it holds none of them."""
+    lexemes = query_lexemes(query)
+    if not lexemes:
+        return None
+    stats = partition_stats(base, lexemes, postings=postings)
+    present = [lex for lex in lexemes if stats.df.get(lex)]
+    if not present:
+        return None
+    return stats, Terms(present, [_idf(stats.size, stats.df[lex]) for lex in present],
+                        stats.avg_length)
+
+
 def _best(base: QuerySet[Memory], query: str, limit: int,
           score: Callable[[QuerySet[Memory], Terms, int], list[T]],
           partition_lexeme: str | None, whole_scope: bool) -> list[T]:
     """:func:`bm25`'s candidates, scored by ``score`` (``bm25_sql.scores`` or
     ``scored_rows``)."""
-    lexemes = query_lexemes(query)
-    if not lexemes:
-        return []
     postings = scope_hash(partition_lexeme) if partition_lexeme and whole_scope else None
-    stats = partition_stats(base, lexemes, postings=postings)
-    present = [lex for lex in lexemes if stats.df.get(lex)]
-    if not present:
+    found = _query_terms(base, query, postings)
+    if found is None:
         return []
-    terms = Terms(present, [_idf(stats.size, stats.df[lex]) for lex in present],
-                  stats.avg_length)
+    stats, terms = found
+    present = terms.lexemes
     champion = champion_term(stats, present) if partition_lexeme and limit <= CHAMPIONS else None
     if champion is not None and partition_lexeme is not None:
         best = TermImpact.objects.filter(scope=scope_hash(partition_lexeme), lexeme=champion) \
@@ -378,14 +389,9 @@ def bm25_of(base: QuerySet[Memory], query: str, ids: list[Any]) -> dict[Any, flo
     """``{id: BM25}`` of the memories ``ids`` of ``base`` for ``query`` (the same statistics
     as :func:`bm25`, so the scores compare with its list; a memory holding no query term is
     absent). One query; used for the neighbours of hybrid search's candidates."""
-    lexemes = query_lexemes(query)
-    if not ids or not lexemes:
+    found = _query_terms(base, query, None) if ids else None
+    if found is None:
         return {}
-    stats = partition_stats(base, lexemes)
-    present = [lex for lex in lexemes if stats.df.get(lex)]
-    if not present:
-        return {}
-    terms = Terms(present, [_idf(stats.size, stats.df[lex]) for lex in present],
-                  stats.avg_length)
+    _, terms = found
     return {pk: score for pk, score in scores(base.filter(pk__in=ids), terms, len(ids))
             if score > 0}

@@ -97,15 +97,15 @@ def index_plan(pg: PgvectorSettings, counts: dict[uuid.UUID, int], table_rows: i
     """
     if pg.index_type != "hnsw":
         return IndexPlan(build=[], drop=sorted(existing))
-    names = {tenant_index_spec(pg, t).name: t for t in counts}
+    name_of = {t: tenant_index_spec(pg, t).name for t in counts}
     by_size = sorted(counts, key=lambda t: (-counts[t], str(t)))
-    kept = sorted((n for n in existing if n in names and counts[names[n]] >= min_rows // 2),
-                  key=lambda n: by_size.index(names[n]))
+    kept = [name_of[t] for t in by_size
+            if name_of[t] in existing and counts[t] >= min_rows // 2]
     drop = [n for n in existing if n not in kept] + kept[max_indexes:]
     kept = kept[:max_indexes]
     eligible = [t for t in by_size
                 if min_rows <= counts[t] <= max_share * table_rows
-                and tenant_index_spec(pg, t).name not in existing]
+                and name_of[t] not in existing]
     return IndexPlan(build=eligible[:max(max_indexes - len(kept), 0)], drop=sorted(drop),
                      kept=sorted(kept))
 
