@@ -106,8 +106,8 @@ def nearest_distances(base: QuerySet[Memory], vector: np.ndarray, limit: int
     with _scan_lock:
         start = _scan_starts.get(key)
     if start is None:
-        bound = settings.MEMORY_EXACT_SCAN_MAX_ROWS
-        start = EXACT if base.values("pk")[:bound].count() < bound else _first(pg, limit)
+        start = (EXACT if _fewer_than(base, settings.MEMORY_EXACT_SCAN_MAX_ROWS)
+                 else _first(pg, limit))
     rows: list[tuple[Any, float, float]] = []
     if start != EXACT and connection.in_atomic_block:
         ivfflat = pg.index_type == "ivfflat"
@@ -132,16 +132,16 @@ def nearest_distances(base: QuerySet[Memory], vector: np.ndarray, limit: int
         rows = _ranked(base, vector, pg.metric, limit, exact=True)
         # Remembered only for a scope whose exact scan is cheap: in a large one the index
         # starved on this query, not on the scope (2.5 s per exact scan of the 1M tenant).
-        start = EXACT if start == EXACT or _exact_is_cheap(base) else start
+        start = EXACT if start == EXACT or _fewer_than(base, EXACT_CHEAP_ROWS) else start
     with _scan_lock:
         if _scan_starts.get(key) != start:  # written again, the entry would never expire
             _scan_starts[key] = start
     return [(pk, distance) for pk, distance, _ in sorted(rows, key=lambda r: (r[2], str(r[0])))]
 
 
-def _exact_is_cheap(base: QuerySet[Memory]) -> bool:
-    """Whether ``base`` holds fewer than ``EXACT_CHEAP_ROWS`` memories (counted up to that)."""
-    return base.values("pk")[:EXACT_CHEAP_ROWS].count() < EXACT_CHEAP_ROWS
+def _fewer_than(base: QuerySet[Memory], bound: int) -> bool:
+    """Whether ``base`` holds fewer than ``bound`` memories (counted up to ``bound``)."""
+    return base.values("pk")[:bound].count() < bound
 
 
 def rows_at(base: QuerySet[Memory], found: list[tuple[Any, float]]) -> list[Memory]:
