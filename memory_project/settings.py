@@ -94,6 +94,8 @@ def _database(url: str) -> dict[str, Any]:
         url, conn_max_age=CONN_MAX_AGE, conn_health_checks=True
     ))
     config["ATOMIC_REQUESTS"] = False  # the request transaction is opened by middleware
+    # Django's backend with a health check that costs no round trip (memory_project.postgresql)
+    config["ENGINE"] = "memory_project.postgresql"
     return config
 
 
