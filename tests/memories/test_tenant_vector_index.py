@@ -162,6 +162,8 @@ def test_a_second_run_while_one_holds_the_lock_does_nothing(tenant_a: Any, setti
         run = tenant_indexes_refresh(HNSW, concurrently=False, max_share=1.0)
         assert run.skipped and run.built == []
     finally:
-        holder.close()  # ends its session: the lock is released
+        with holder.cursor() as cursor:  # released now: a closed session's lock is released
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])  # only once it ends
+        holder.close()
     assert tenant_indexes_refresh(HNSW, concurrently=False, max_share=1.0).built == [
         name(tenant_a.tenant.id)]
