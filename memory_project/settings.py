@@ -274,6 +274,9 @@ MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 100)
 MEMORY_HNSW_EF_SEARCH_MAX = env_int("MEMORY_HNSW_EF_SEARCH_MAX", 1000)  # a starved scan's widest
 # Partitions smaller than this are ranked by an exact scan instead of HNSW (performance.md).
 MEMORY_EXACT_SCAN_MAX_ROWS = env_int("MEMORY_EXACT_SCAN_MAX_ROWS", 2000)
+# The exact scan that stands in for a starved index scan of a large scope, at most this long
+# (ms; 0: unbounded); past it the search keeps the index scan's rows (memories.retrieval.semantic)
+MEMORY_EXACT_SCAN_TIMEOUT_MS = env_int("MEMORY_EXACT_SCAN_TIMEOUT_MS", 250)
 # Tenants with at least this many memories (and at most half the table) get an HNSW index of
 # their own, at most MEMORY_TENANT_INDEX_MAX of them (memories.services.tenant_vector_index).
 MEMORY_TENANT_INDEX_MIN_ROWS = env_int("MEMORY_TENANT_INDEX_MIN_ROWS", 10_000)

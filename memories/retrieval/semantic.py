@@ -22,6 +22,7 @@ read more of every tenant's vectors). With another vector backend configured, th
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from typing import Any
@@ -29,16 +30,19 @@ from typing import Any
 import numpy as np
 from cachetools import TTLCache
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 from django.db.models import FloatField, QuerySet
 from django.db.models.expressions import ExpressionWrapper, Func, Value
 from pgvector.django import CosineDistance, L2Distance, MaxInnerProduct
+from psycopg.errors import QueryCanceled
 
 from memories.models import UNSERVED_COLUMNS, Memory
 from memories.retrieval.hits import in_order
 from vectors import registry
 from vectors.base import DistanceMetric
 from vectors.config import PgvectorSettings
+
+logger = logging.getLogger(__name__)
 
 #: Per scope (index type and its SQL), how the last semantic ranking succeeded: the
 #: ``hnsw.ef_search`` or ``ivfflat.probes`` to start from, or ``EXACT``. A scope that
@@ -98,7 +102,9 @@ def nearest_distances(base: QuerySet[Memory], vector: np.ndarray, limit: int
     remembered for the scope for five minutes from when it was learned, so the next
     searches start there; an exact scan only for a scope of fewer than ``EXACT_CHEAP_ROWS``:
     in a larger one, one query whose neighbourhood other tenants fill must not make every
-    later search of the scope read all of it. Such a query is still answered exactly.
+    later search of the scope read all of it. Such a query is answered exactly when that
+    takes at most ``MEMORY_EXACT_SCAN_TIMEOUT_MS`` (:func:`_bounded_exact`), else from the
+    rows the widest index scan found.
     """
     pg = pgvector_settings()
     sql, params = base.values("pk").query.sql_with_params()
@@ -129,14 +135,43 @@ def nearest_distances(base: QuerySet[Memory], vector: np.ndarray, limit: int
         if session is not None and knob != session:
             _set_local(name, session)
     if len(rows) < limit:
-        rows = _ranked(base, vector, pg.metric, limit, exact=True)
-        # Remembered only for a scope whose exact scan is cheap: in a large one the index
-        # starved on this query, not on the scope (2.5 s per exact scan of the 1M tenant).
-        start = EXACT if start == EXACT or _fewer_than(base, EXACT_CHEAP_ROWS) else start
+        if start == EXACT or _fewer_than(base, EXACT_CHEAP_ROWS):
+            rows, start = _ranked(base, vector, pg.metric, limit, exact=True), EXACT
+        else:
+            # Not remembered: in a large scope the index starved on this query, not on the
+            # scope; its exact scan is bounded in time (2.5 s for the 1M bench tenant).
+            rows = _bounded_exact(base, vector, pg.metric, limit) or rows
     with _scan_lock:
         if _scan_starts.get(key) != start:  # written again, the entry would never expire
             _scan_starts[key] = start
     return [(pk, distance) for pk, distance, _ in sorted(rows, key=lambda r: (r[2], str(r[0])))]
+
+
+def _bounded_exact(base: QuerySet[Memory], vector: np.ndarray, metric: DistanceMetric,
+                   limit: int) -> list[tuple[Any, float, float]] | None:
+    """:func:`_ranked` exactly, within ``MEMORY_EXACT_SCAN_TIMEOUT_MS`` (PostgreSQL's
+    ``statement_timeout``, in a savepoint); ``None`` when the scan ran out of time (logged),
+    so a search of a large scope whose index scan starved costs bounded CPU. The
+    transaction stays usable and its ``statement_timeout`` is restored either way."""
+    budget = settings.MEMORY_EXACT_SCAN_TIMEOUT_MS
+    if budget <= 0:
+        return _ranked(base, vector, metric, limit, exact=True)
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT current_setting('statement_timeout'), "
+                               "set_config('statement_timeout', %s, true)", [str(budget)])
+                (previous, _) = cursor.fetchone()
+            rows = _ranked(base, vector, metric, limit, exact=True)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+            return rows
+    except OperationalError as exc:
+        if not isinstance(exc.__cause__, QueryCanceled):
+            raise
+        logger.warning("exact semantic scan over %d ms: answered from the index scan's rows",
+                       budget)
+        return None
 
 
 def _fewer_than(base: QuerySet[Memory], bound: int) -> bool:

@@ -1,15 +1,17 @@
 """How a scope's semantic ranking starts (``memories.retrieval.semantic._scan_starts``): an
 exact scan is remembered only for a scope where it is cheap, and what was learned expires
-five minutes after it was learned, however often the scope is searched."""
+five minutes after it was learned, however often the scope is searched. The exact scan
+that stands in for a large scope's starved index scan is bounded in time."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 import pytest
 from cachetools import TTLCache
-from django.db import transaction
+from django.db import connection, transaction
 
 from memories.models import Memory
 from memories.retrieval import semantic
@@ -91,3 +93,73 @@ def test_what_was_learned_expires_five_minutes_after_it_was_learned(
         assert len(semantic._scan_starts) == 1
     now[0] = 301.0
     assert len(semantic._scan_starts) == 0  # learned at 0: gone at 300, not at 599
+
+
+def starving_with_slow_exact(monkeypatch: pytest.MonkeyPatch, sleep_s: float) -> None:
+    """Index scans return two rows; an exact scan first sleeps ``sleep_s`` in the database
+    (within whatever ``statement_timeout`` the scan runs under)."""
+    real = semantic._ranked
+
+    def scan(base: Any, vector: Any, metric: Any, limit: int, *, exact: bool) -> Any:
+        if exact and sleep_s:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_sleep(%s)", [sleep_s])
+        rows = real(base, vector, metric, limit, exact=exact)
+        return rows if exact else rows[:2]
+
+    monkeypatch.setattr(semantic, "_ranked", scan)
+
+
+def ranked_and_after(tenant: Any, query: np.ndarray) -> tuple[list[Any], str]:
+    """The ranking, and the transaction's ``statement_timeout`` after it (the transaction
+    still usable)."""
+    with transaction.atomic(), tenant_scope(tenant.ctx):
+        found = semantic.nearest_distances(Memory.objects.filter(layer="user"), query, LIMIT)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('statement_timeout')")
+            return found, cursor.fetchone()[0]
+
+
+def exact_top(tenant: Any, query: np.ndarray) -> list[Any]:
+    with transaction.atomic(), tenant_scope(tenant.ctx):
+        rows = semantic._ranked(Memory.objects.filter(layer="user"), query,
+                                semantic.pgvector_settings().metric, LIMIT, exact=True)
+    return [(pk, distance) for pk, distance, _ in rows]
+
+
+def test_a_large_scope_s_exact_scan_over_its_time_leaves_the_index_rows(
+        scope: Any, monkeypatch: pytest.MonkeyPatch, settings: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    tenant, query = scope
+    monkeypatch.setattr(semantic, "EXACT_CHEAP_ROWS", ROWS)  # the scope is not below it
+    index_rows = exact_top(tenant, query)[:2]  # the index scan's two rows are the nearest
+    settings.MEMORY_EXACT_SCAN_TIMEOUT_MS = 50
+    starving_with_slow_exact(monkeypatch, 2.0)
+    started = time.monotonic()
+    found, timeout_after = ranked_and_after(tenant, query)
+    assert time.monotonic() - started < 1.5  # cancelled at 50 ms, not slept for 2 s
+    assert found == index_rows
+    assert timeout_after == "0"  # the transaction's setting as it was, and usable
+    assert "exact semantic scan over 50 ms" in caplog.text
+
+
+def test_a_large_scope_s_exact_scan_within_its_time_is_exact(
+        scope: Any, monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    tenant, query = scope
+    monkeypatch.setattr(semantic, "EXACT_CHEAP_ROWS", ROWS)
+    settings.MEMORY_EXACT_SCAN_TIMEOUT_MS = 5000
+    starving_with_slow_exact(monkeypatch, 0.0)
+    found, timeout_after = ranked_and_after(tenant, query)
+    assert found == exact_top(tenant, query) and len(found) == LIMIT
+    assert timeout_after == "0"
+
+
+def test_no_time_bound_when_the_setting_is_zero(
+        scope: Any, monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    tenant, query = scope
+    monkeypatch.setattr(semantic, "EXACT_CHEAP_ROWS", ROWS)
+    settings.MEMORY_EXACT_SCAN_TIMEOUT_MS = 0
+    expected = exact_top(tenant, query)
+    starving_with_slow_exact(monkeypatch, 0.2)
+    found, _ = ranked_and_after(tenant, query)
+    assert found == expected
