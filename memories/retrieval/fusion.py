@@ -69,11 +69,13 @@ def _neighbour(adjacent: Adjacent | None, side: str, memory: Memory,
 
 def reranked(layer: Layer, query: str, base: QuerySet[Memory], keyword_base: QuerySet[Memory],
              vector: np.ndarray, limit: int, semantic: list[Memory], keyword: list[Memory],
-             graph: list[Memory] | None = None) -> list[SearchHit]:
+             graph: list[Memory] | None = None, *, partition_lexeme: str | None = None
+             ) -> list[SearchHit]:
     """One layer's hybrid candidates, best first.
 
     ``base``: the layer's memories as the search narrowed them (scope, metadata filter);
-    ``keyword_base``: the same narrowed to the keyword partition (BM25 statistics);
+    ``keyword_base``: the same narrowed to the keyword partition ``partition_lexeme``, whose
+    postings give the BM25 statistics (``keyword.bm25``);
     ``semantic`` / ``keyword``: the two lists (memories annotated with ``distance``, and
     ``keyword_score`` for the keyword list), ``POOL_DEPTH`` deep; ``graph``: the memories the
     knowledge graph links to the query (``graphHops``; annotated with ``distance``), which
@@ -114,7 +116,7 @@ def reranked(layer: Layer, query: str, base: QuerySet[Memory], keyword_base: Que
         unscored = [pk for pk in rows if pk not in scores]
         if len(keyword) < POOL_DEPTH:  # the list held every match: the rest hold no term
             unscored = []
-        scores.update(bm25_of(keyword_base, query, unscored))
+        scores.update(bm25_of(keyword_base, query, unscored, partition_lexeme=partition_lexeme))
     ordered = list(hits.values())
     features = _features(query, ordered, adjacent, rows, scores)
     log_features([hit.memory for hit in ordered], features)

@@ -201,8 +201,9 @@ def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...], *,
                     postings: int | None = None) -> PartitionStats:
     """:class:`PartitionStats` of ``base`` covering ``lexemes`` (one count per term the
     scope's statistics do not hold yet; ``postings``: the ``scope_hash`` of the layer scope
-    ``base`` is, unfiltered, whose postings count them, size and mean length included:
-    :func:`_frequencies`, :func:`_counted`).
+    ``base`` lies in, whose postings count them, size and mean length included, and whose
+    statistics they are however a filter narrows ``base``: :func:`_frequencies`,
+    :func:`_counted`).
 
     A scope is counted in the request the first time; its statistics are then cached per
     process. Once they are ``STATS_TTL_SECONDS`` old (or older: ``RECOUNT_BUDGET``), the
@@ -213,6 +214,8 @@ def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...], *,
     searched at least every two minutes.
     """
     scope = _scope_key(base)
+    if postings is not None:  # the layer scope's statistics, whatever narrows ``base``
+        scope = ((f"postings:{postings}", ()), scope[1], scope[2])
     key, sql, params = scope
     with _cache_lock:
         stats = _stats.get(key)
@@ -319,8 +322,8 @@ def champion_term(stats: PartitionStats, present: list[str]) -> str | None:
     return ordered[0]
 
 
-def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: str | None = None,
-         whole_scope: bool = False) -> list[tuple[Any, float]]:
+def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: str | None = None
+         ) -> list[tuple[Any, float]]:
     """``[(id, score)]`` of the best ``limit`` memories of ``base`` for ``query`` (BM25).
 
     Candidates: with ``partition_lexeme`` (the scope ``base`` is narrowed to) and a
@@ -328,19 +331,26 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: st
     index-only scan of ``termimpact_champions`` (instead of scoring every memory holding the
     term; figures: ``docs/performance.md``, "Keyword search"). When fewer than ``limit`` of
     them pass ``base``'s filters, when ``limit`` exceeds ``CHAMPIONS``, or otherwise: as
-    :func:`candidate_queries` says. ``whole_scope``: ``base`` is that layer scope's searchable
-    memories, unfiltered (``partition.layer_queryset`` with its default states, no metadata
-    or scope filter), so its document frequencies are counted from the postings."""
-    return _best(base, query, limit, scores, partition_lexeme, whole_scope)
+    :func:`candidate_queries` says.
+
+    Statistics (size, mean length, document frequencies): with ``partition_lexeme``, the
+    layer scope's, counted from its postings (``base`` must then be searchable memories of
+    that scope: ``partition.layer_queryset``'s default states), also when a metadata or scope
+    filter narrows ``base``: the filter decides which memories compete, not how rare a term
+    is, as filters leave term statistics alone in Lucene and Elasticsearch (IDF is computed
+    over the index: Elasticsearch: The Definitive Guide, "What Is Relevance?"). Counting them
+    over the filtered memories read every one of them: 3.2 s for a search of the 100k bench
+    tenant with a scope, 33 s for the 1M one (``docs/performance.md``, "Keyword search").
+    Without it, ``base``'s own, counted from its memories."""
+    return _best(base, query, limit, scores, partition_lexeme)
 
 
 def bm25_rows(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None, *,
-              partition_lexeme: str | None = None, whole_scope: bool = False) -> list[Memory]:
+              partition_lexeme: str | None = None) -> list[Memory]:
     """The memories :func:`bm25` ranks, best first, read by the statement that scores them
     (``bm25_sql.scored_rows``): each with ``keyword_score`` and, with ``vector``,
     ``distance`` (cosine) set; search-only columns deferred."""
-    return _best(base, query, limit, partial(scored_rows, vector=vector), partition_lexeme,
-                 whole_scope)
+    return _best(base, query, limit, partial(scored_rows, vector=vector), partition_lexeme)
 
 
 def _query_terms(base: QuerySet[Memory], query: str, postings: int | None
@@ -360,11 +370,10 @@ def _query_terms(base: QuerySet[Memory], query: str, postings: int | None
 
 def _best(base: QuerySet[Memory], query: str, limit: int,
           score: Callable[[QuerySet[Memory], Terms, int], list[T]],
-          partition_lexeme: str | None, whole_scope: bool) -> list[T]:
+          partition_lexeme: str | None) -> list[T]:
     """:func:`bm25`'s candidates, scored by ``score`` (``bm25_sql.scores`` or
     ``scored_rows``)."""
-    postings = scope_hash(partition_lexeme) if partition_lexeme and whole_scope else None
-    found = _query_terms(base, query, postings)
+    found = _query_terms(base, query, _postings(partition_lexeme))
     if found is None:
         return []
     stats, terms = found
@@ -385,11 +394,18 @@ def _best(base: QuerySet[Memory], query: str, limit: int,
     return []
 
 
-def bm25_of(base: QuerySet[Memory], query: str, ids: list[Any]) -> dict[Any, float]:
+def _postings(partition_lexeme: str | None) -> int | None:
+    """The ``scope_hash`` whose postings give the statistics of :func:`bm25`, or ``None``."""
+    return scope_hash(partition_lexeme) if partition_lexeme else None
+
+
+def bm25_of(base: QuerySet[Memory], query: str, ids: list[Any], *,
+            partition_lexeme: str | None = None) -> dict[Any, float]:
     """``{id: BM25}`` of the memories ``ids`` of ``base`` for ``query`` (the same statistics
-    as :func:`bm25`, so the scores compare with its list; a memory holding no query term is
-    absent). One query; used for the neighbours of hybrid search's candidates."""
-    found = _query_terms(base, query, None) if ids else None
+    as :func:`bm25` with the same ``partition_lexeme``, so the scores compare with its list;
+    a memory holding no query term is absent). One query; used for the neighbours of hybrid
+    search's candidates."""
+    found = _query_terms(base, query, _postings(partition_lexeme)) if ids else None
     if found is None:
         return {}
     _, terms = found

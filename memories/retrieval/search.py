@@ -200,9 +200,8 @@ def scope_filter(scope: str | None) -> Q:
 
 
 def _keyword(base: QuerySet[Memory], query: str, limit: int, vector: np.ndarray | None,
-             partition_lexeme: str, whole_scope: bool = False) -> list[Memory]:
-    return bm25_rows(base, query, limit, vector, partition_lexeme=partition_lexeme,
-                     whole_scope=whole_scope)
+             partition_lexeme: str) -> list[Memory]:
+    return bm25_rows(base, query, limit, vector, partition_lexeme=partition_lexeme)
 
 
 def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
@@ -238,14 +237,13 @@ def _fuse(layer: Layer, mode: str, limit: int, vector: np.ndarray | None,
 
 def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarray | None,
                threshold: float, partition_lexeme: str, layer_filter: Filter | None = None,
-               *, whole_scope: bool = False,
                ) -> tuple[Callable[[], list[Memory]] | None, Callable[[], list[Memory]] | None]:
     """A layer's semantic and keyword lists, as two independent jobs; ``None`` where the
     mode has no such list (no job is started for it). ``partition_lexeme``: the layer scope's
     lexeme (``partition.partition_lexeme``): the keyword list narrows ``base`` by it (one GIN scan
-    per term) and reads its postings. ``layer_filter``: what a vector backend other than
-    pgvector is asked to filter on (``memories.tiers.l3.pushdown``). ``whole_scope``: ``base`` is
-    the layer scope's searchable memories, unfiltered (``keyword.bm25``)."""
+    per term) and reads its postings, which give its BM25 statistics (``keyword.bm25``).
+    ``layer_filter``: what a vector backend other than pgvector is asked to filter on
+    (``memories.tiers.l3.pushdown``)."""
     mode, limit = request.mode, request.depth
     semantic: Callable[[], list[Memory]] | None = None
     keyword: Callable[[], list[Memory]] | None = None
@@ -254,7 +252,7 @@ def _list_jobs(base: QuerySet[Memory], request: SearchRequest, vector: np.ndarra
                            layer_filter=layer_filter)
     if mode in (Mode.KEYWORD, Mode.HYBRID):
         keyword = partial(_keyword, base.filter(partition_is(partition_lexeme)), request.query,
-                          limit, vector, partition_lexeme, whole_scope)
+                          limit, vector, partition_lexeme)
     return semantic, keyword
 
 
@@ -332,9 +330,6 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
     vector = embed_query(ctx.tenant_id, query) if request.mode != Mode.KEYWORD else None
     embedded = time.perf_counter()
     planned: list[Callable[[], list[Memory]] | None] = []
-    # The bases are layer_queryset's (default states): without a scope or metadata filter, a
-    # layer's keyword statistics are its postings' (keyword.bm25, ``whole_scope``).
-    unfiltered = not request.scope and request.metadata_filter == MetadataFilter()
     narrowed: dict[Layer, tuple[QuerySet[Memory], str]] = {}
     for layer, base in bases:
         if layer not in populated:  # an empty layer: no job for its lists
@@ -343,8 +338,7 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
         scoped = request.metadata_filter.apply(base.filter(scope_filter(request.scope)))
         narrowed[layer] = (scoped, partition_lexeme(ctx.tenant_id, layer, identifiers))
         planned.extend(_list_jobs(scoped, request, vector, threshold, narrowed[layer][1],
-                                  pushdown(layer, require_identifiers(layer, identifiers)),
-                                  whole_scope=unfiltered))
+                                  pushdown(layer, require_identifiers(layer, identifiers))))
     done = iter(run_concurrently([job for job in planned if job], concurrent=concurrent))
     lists = [next(done) if job else [] for job in planned]
     if any(getattr(found, "degraded", False) for found in lists):
@@ -360,7 +354,8 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
         if request.reranks and vector is not None and layer in narrowed:
             scoped, lexeme = narrowed[layer]
             found = reranked(layer, query, scoped, scoped.filter(partition_is(lexeme)), vector,
-                             request.limit, lists[2 * index], lists[2 * index + 1], graph)
+                             request.limit, lists[2 * index], lists[2 * index + 1], graph,
+                             partition_lexeme=lexeme)
         else:
             found = _fuse(layer, request.mode, request.limit, vector,
                           lists[2 * index], lists[2 * index + 1], graph)

@@ -1,6 +1,7 @@
 """Keyword postings exist for the memories search can return (active, not pruned; migration
 ``memories.0018``), so a layer scope's postings count its document frequencies: the same
-counts as a scan of its memories, read from one index."""
+counts as a scan of its memories, read from one index. They are the statistics of every
+search of the scope, filtered or not."""
 
 from __future__ import annotations
 
@@ -72,14 +73,31 @@ def _frequency_queries(tenant: Any, **search: Any) -> list[str]:
     return [q["sql"] for q in captured.captured_queries if "unnest" in q["sql"]]
 
 
-def test_an_unfiltered_search_counts_from_the_postings_a_filtered_one_from_its_memories(
-        tenant_a: Any) -> None:
+def test_a_search_counts_from_the_postings_with_a_filter_too(tenant_a: Any) -> None:
     tenant_a.add("Kayak trip to the lake", metadata={"tags": ["trip"]})
     tenant_a.add("Lake house")
-    (plain,) = _frequency_queries(tenant_a)
-    assert "memories_termimpact" in plain
-    (filtered,) = _frequency_queries(tenant_a, filter={"tags": ["trip"]})
-    assert "memories_termimpact" not in filtered and "search_vector" in filtered
+    for search in ({}, {"filter": {"tags": ["trip"]}}, {"scope": "s1"}):
+        (counted,) = _frequency_queries(tenant_a, **search)
+        assert "memories_termimpact" in counted and "search_vector" not in counted, search
+
+
+def test_a_filter_decides_which_memories_compete_not_their_scores(tenant_a: Any) -> None:
+    """BM25 statistics are the layer scope's however a filter narrows the candidates (as in
+    Lucene and Elasticsearch): a memory scores the same with and without the filter."""
+    trip = tenant_a.add("Kayak trip to the lake", metadata={"tags": ["trip"]})
+    tenant_a.add("Kayak lesson", metadata={"tags": ["trip"]})
+    for text in ("Lake house", "Lake view", "Kayak repair kit", "Sunday at the lake"):
+        tenant_a.add(text)
+    keyword._stats.clear()
+    with tenant_scope(tenant_a.ctx):
+        lexeme = partition_lexeme(tenant_a.ctx.tenant_id, Layer.USER, USER)
+        base = layer_queryset(Layer.USER, USER).filter(partition_is(lexeme))
+        whole = dict(keyword.bm25(base, "kayak lake", 10, partition_lexeme=lexeme))
+        tagged = base.filter(metadata__contains={"tags": ["trip"]})
+        filtered = dict(keyword.bm25(tagged, "kayak lake", 10, partition_lexeme=lexeme))
+    assert len(whole) == 6 and len(filtered) == 2
+    assert filtered == {pk: whole[pk] for pk in filtered}
+    assert filtered[trip.pk] == max(whole.values())
 
 
 def test_a_hyphenated_compound_is_counted_and_found(tenant_a: Any) -> None:
@@ -130,7 +148,7 @@ def test_the_document_postings_count_the_scopes_size_and_mean_length(tenant_a: A
     assert read == posted == (2, 1.0)  # "lake house" (2) and the stop words (0)
 
 
-def test_an_unfiltered_search_reads_size_and_length_from_the_postings(tenant_a: Any) -> None:
+def test_a_search_reads_size_and_length_from_the_postings(tenant_a: Any) -> None:
     tenant_a.add("Kayak trip to the lake", metadata={"tags": ["trip"]})
     tenant_a.add("Lake house")
 
@@ -141,7 +159,6 @@ def test_an_unfiltered_search_reads_size_and_length_from_the_postings(tenant_a: 
         return [q["sql"] for q in captured.captured_queries
                 if "AVG(" in q["sql"].upper() and "memories_" in q["sql"]]
 
-    (plain,) = aggregates()
-    assert "memories_termimpact" in plain and "LENGTH(" not in plain.upper()
-    (filtered,) = aggregates(filter={"tags": ["trip"]})
-    assert "memories_termimpact" not in filtered and "LENGTH(" in filtered.upper()
+    for search in ({}, {"filter": {"tags": ["trip"]}}):
+        (counted,) = aggregates(**search)
+        assert "memories_termimpact" in counted and "LENGTH(" not in counted.upper(), search
