@@ -217,3 +217,13 @@ def test_a_scan_at_the_connections_width_sets_nothing(tenant_a, settings) -> Non
         assert ef_search_now() == session
     assert len(found.results) == 10
     assert not [q for q in captured.captured_queries if "set_config('hnsw.ef_search'" in q["sql"]]
+
+
+def test_it_lets_metadata_filters_use_the_gin_index_under_row_level_security(tenant_a) -> None:
+    """Every metadata filter (tags, source type, custom equality) is a ``jsonb`` containment,
+    which the metadata GIN index serves under RLS only if ``jsonb_contains`` is LEAKPROOF."""
+    add_many(tenant_a, ["The runner runs every morning", "Dr. Smith prescribed rest"])
+    with transaction.atomic(), tenant_scope(tenant_a.ctx):
+        shown = plan("SELECT id FROM memories_memory WHERE metadata @> %s::jsonb",
+                     ['{"tags": ["run"]}'])
+    assert "mem_metadata_gin" in shown
