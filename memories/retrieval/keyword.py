@@ -41,15 +41,12 @@ from django.db.models.functions import Length
 
 from memories.models import Memory, TermImpact
 from memories.retrieval.bm25_sql import Terms, scored_rows, scores
-from memories.retrieval.partition import LexemeQuery
+from memories.retrieval.partition import DOCUMENT_LEXEME, LexemeQuery, scope_hash
 from memory_project.after_response import in_background
 from tenants.context import current_context
 from tenants.entry import run_in_scope
 
 T = TypeVar("T")
-#: The lexeme of a memory's document posting, whose ``impact`` is the memory's length
-#: (migration 0019): ``to_tsvector`` never yields it, so no query term reads those postings.
-DOCUMENT_LEXEME = ""
 #: Baked into the SQL function ``memory_term_frequencies`` (migration 0006).
 CONTEXT_WEIGHT = 0.35
 #: Candidates come from the query's rarest terms first (the highest IDF), adding terms while
@@ -290,14 +287,6 @@ def candidate_queries(stats: PartitionStats, present: list[str]) -> list[str]:
                           for group in combinations(uncommon, size)]
                 queries.insert(0, " | ".join(f"({group})" for group in groups))
     return queries
-
-
-def scope_hash(lexeme: str) -> int:
-    """``memories_termimpact.scope`` of a scope lexeme (``partition.partition_lexeme``): its first
-    16 hex digits as a signed 64-bit integer, as the SQL function ``memory_scope_hash``
-    computes it (migration 0012)."""
-    value = int(lexeme[1:17], 16)
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def champion_term(stats: PartitionStats, present: list[str]) -> str | None:

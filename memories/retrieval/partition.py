@@ -14,7 +14,7 @@ from django.contrib.postgres.search import SearchQuery
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from memories.models import Memory, State
+from memories.models import Memory, State, TermImpact
 from memory_project.errors import InvalidInput, Unauthorized
 from tenants.context import TenantContext
 from tenants.layers import (
@@ -137,3 +137,25 @@ def populated_layers(bases: list[tuple[Layer, QuerySet[Memory]]]) -> set[Layer]:
         cursor.execute("SELECT " + ", ".join(probes), params)
         found = cursor.fetchone()
     return {layer for (layer, _), exists in zip(bases, found, strict=True) if exists}
+
+
+#: The lexeme of a memory's document posting, whose ``impact`` is the memory's length
+#: (migration 0019): ``to_tsvector`` never yields it, so no query term reads those postings.
+DOCUMENT_LEXEME = ""
+
+
+def scope_hash(lexeme: str) -> int:
+    """``memories_termimpact.scope`` of a scope lexeme (:func:`partition_lexeme`): its first
+    16 hex digits as a signed 64-bit integer, as the SQL function ``memory_scope_hash``
+    computes it (migration 0012)."""
+    value = int(lexeme[1:17], 16)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def searchable_count(lexeme: str) -> int:
+    """How many memories :func:`layer_queryset` (default states) holds for the layer scope
+    whose ``scope_key`` lexeme is ``lexeme``: its document postings, one per active, unpruned
+    memory (migration ``memories.0019``), counted by one index-only scan of
+    ``termimpact_champions`` (the 1M bench tenant: ~0.15 s, against ~2.5 s counting its
+    memories, which reads their rows for the state)."""
+    return TermImpact.objects.filter(scope=scope_hash(lexeme), lexeme=DOCUMENT_LEXEME).count()

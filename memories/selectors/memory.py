@@ -13,7 +13,12 @@ from typing import Any
 from memories.models import UNSERVED_COLUMNS, Memory, MemoryHistory, State
 from memories.restrictions import check_layer
 from memories.retrieval.filters import MetadataFilter
-from memories.retrieval.partition import layer_queryset, resolve_identifiers
+from memories.retrieval.partition import (
+    layer_queryset,
+    partition_lexeme,
+    resolve_identifiers,
+    searchable_count,
+)
 from memories.services.history import history_list
 from memories.telemetry import results_observed
 from memory_project.errors import InvalidInput, MemoryNotFound
@@ -91,7 +96,9 @@ def memory_list(
         raise InvalidInput(f"limit must be within 1..{MAX_PAGE_SIZE}.", operation="memory.list")
     parsed = parse_layer(layer)
     check_layer(ctx, parsed)
-    scoped = layer_queryset(parsed, resolve_identifiers(ctx, identifiers))
+    resolved = resolve_identifiers(ctx, identifiers)
+    scoped = layer_queryset(parsed, resolved)
+    filtered = metadata_filter is not None and metadata_filter != MetadataFilter()
     if metadata_filter is not None:
         scoped = metadata_filter.apply(scoped)
     page_qs = scoped.order_by("-id")
@@ -100,7 +107,10 @@ def memory_list(
     rows = list(page_qs.defer(*UNSERVED_COLUMNS)[: limit + 1])
     next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
     results_observed(layers=[layer], result_layers=[m.layer for m in rows[:limit]])
-    return MemoryPage(memories=rows[:limit], next_cursor=next_cursor, total_count=scoped.count())
+    # Unfiltered, the scope's document postings count it without reading its memories.
+    total = (scoped.count() if filtered
+             else searchable_count(partition_lexeme(ctx.tenant_id, parsed, resolved)))
+    return MemoryPage(memories=rows[:limit], next_cursor=next_cursor, total_count=total)
 
 
 def memory_history(ctx: TenantContext, *, memory_id: Any) -> list[MemoryHistory]:

@@ -1,11 +1,17 @@
-"""GET /api/v1/memories: newest first, cursor pagination, and seed 001 metadata filters."""
+"""GET /api/v1/memories: newest first, cursor pagination, its total count, and seed 001
+metadata filters."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
+from memories.models import Memory
+from memories.services.deletion import memory_archive, memory_delete, memory_restore
 from memories.services.memory import MemoryInput, memory_bulk_add
 from tenants.context import tenant_scope
 from tenants.layers import LayerIdentifiers
@@ -207,3 +213,25 @@ def test_it_caps_the_number_of_conditions(tagged) -> None:
     params = {f"custom.f{i}": "1" for i in range(21)}
     response = tagged.client.get(URL, {"layer": "user", "userId": "u1", **params})
     assert_error(response, 400, "INVALID_INPUT")
+
+
+def test_its_total_count_is_the_scopes_searchable_memories_counted_from_the_postings(
+        tenant_a, tenant_b) -> None:
+    """Unfiltered, ``totalCount`` is the scope's document postings (one per active, unpruned
+    memory), read without the memories; it follows archive, prune, restore and delete."""
+    ids = bulk(tenant_a, [f"memory {i}" for i in range(5)])
+    bulk(tenant_a, ["someone else's"], user="u2")
+    bulk(tenant_b, ["another tenant's"])
+    with CaptureQueriesContext(connection) as captured:
+        assert listing(tenant_a)["totalCount"] == 5
+    counts = [q["sql"] for q in captured.captured_queries if "COUNT(" in q["sql"].upper()]
+    assert len(counts) == 1 and "memories_termimpact" in counts[0]
+    with tenant_scope(tenant_a.ctx):
+        memory_archive(tenant_a.ctx, memory_id=ids[0])
+        Memory.objects.filter(pk=ids[1]).update(pruned_at=timezone.now())
+        memory_delete(tenant_a.ctx, memory_id=ids[2])
+    assert listing(tenant_a)["totalCount"] == 2 == len(listing(tenant_a)["memories"])
+    with tenant_scope(tenant_a.ctx):
+        memory_restore(tenant_a.ctx, memory_id=ids[0])
+    assert listing(tenant_a)["totalCount"] == 3
+    assert listing(tenant_a, tags="none")["totalCount"] == 0  # filtered: counted from rows
