@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 from cachetools import TTLCache
@@ -43,6 +44,7 @@ from vectors.base import DistanceMetric
 from vectors.config import PgvectorSettings
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Per scope (index type and its SQL), how the last semantic ranking succeeded: the
 #: ``hnsw.ef_search`` or ``ivfflat.probes`` to start from, or ``EXACT``. A scope that
@@ -135,12 +137,16 @@ def nearest_distances(base: QuerySet[Memory], vector: np.ndarray, limit: int
         if session is not None and knob != session:
             _set_local(name, session)
     if len(rows) < limit:
-        if start == EXACT or _fewer_than(base, EXACT_CHEAP_ROWS):
+        counted = None if start == EXACT else _count_up_to(base, EXACT_CHEAP_ROWS)
+        if start == EXACT or (counted is not None and counted < EXACT_CHEAP_ROWS):
             rows, start = _ranked(base, vector, pg.metric, limit, exact=True), EXACT
-        else:
+        elif counted is not None:
             # Not remembered: in a large scope the index starved on this query, not on the
             # scope; its exact scan is bounded in time (2.5 s for the 1M bench tenant).
             rows = _bounded_exact(base, vector, pg.metric, limit) or rows
+        else:  # counting ran out of time: so would the exact scan, which reads as much
+            logger.warning("semantic scope too large to count in %d ms: answered from the "
+                           "index scan's rows", settings.MEMORY_EXACT_SCAN_TIMEOUT_MS)
     with _scan_lock:
         if _scan_starts.get(key) != start:  # written again, the entry would never expire
             _scan_starts[key] = start
@@ -149,34 +155,51 @@ def nearest_distances(base: QuerySet[Memory], vector: np.ndarray, limit: int
 
 def _bounded_exact(base: QuerySet[Memory], vector: np.ndarray, metric: DistanceMetric,
                    limit: int) -> list[tuple[Any, float, float]] | None:
-    """:func:`_ranked` exactly, within ``MEMORY_EXACT_SCAN_TIMEOUT_MS`` (PostgreSQL's
-    ``statement_timeout``, in a savepoint); ``None`` when the scan ran out of time (logged),
-    so a search of a large scope whose index scan starved costs bounded CPU. The
-    transaction stays usable and its ``statement_timeout`` is restored either way."""
+    """:func:`_ranked` exactly, within ``MEMORY_EXACT_SCAN_TIMEOUT_MS`` (:func:`_within`);
+    ``None`` when the scan ran out of time (logged), so a search of a large scope whose
+    index scan starved costs bounded CPU."""
+    rows = _within(lambda: _ranked(base, vector, metric, limit, exact=True))
+    if rows is None:
+        logger.warning("exact semantic scan over %d ms: answered from the index scan's rows",
+                       settings.MEMORY_EXACT_SCAN_TIMEOUT_MS)
+    return rows
+
+
+def _fewer_than(base: QuerySet[Memory], bound: int) -> bool:
+    """Whether ``base`` holds fewer than ``bound`` memories (:func:`_count_up_to`); "no" when
+    the count ran out of time, as an exact scan of ``base`` would take as long."""
+    counted = _count_up_to(base, bound)
+    return counted is not None and counted < bound
+
+
+def _count_up_to(base: QuerySet[Memory], bound: int) -> int | None:
+    """``base``'s memories counted up to ``bound``, within ``MEMORY_EXACT_SCAN_TIMEOUT_MS``;
+    ``None`` past it: the count has walked a large scope whose filter keeps few of its
+    memories (a range filter of the 1M bench tenant: seconds)."""
+    return _within(lambda: base.values("pk")[:bound].count())
+
+
+def _within(work: Callable[[], T]) -> T | None:
+    """``work()`` with PostgreSQL's ``statement_timeout`` at ``MEMORY_EXACT_SCAN_TIMEOUT_MS``,
+    in a savepoint; ``None`` when a statement of it ran out of time. The transaction stays
+    usable and its ``statement_timeout`` is restored either way; 0 ms: no bound."""
     budget = settings.MEMORY_EXACT_SCAN_TIMEOUT_MS
     if budget <= 0:
-        return _ranked(base, vector, metric, limit, exact=True)
+        return work()
     try:
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute("SELECT current_setting('statement_timeout'), "
                                "set_config('statement_timeout', %s, true)", [str(budget)])
                 (previous, _) = cursor.fetchone()
-            rows = _ranked(base, vector, metric, limit, exact=True)
+            done = work()
             with connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
-            return rows
+            return done
     except OperationalError as exc:
         if not isinstance(exc.__cause__, QueryCanceled):
             raise
-        logger.warning("exact semantic scan over %d ms: answered from the index scan's rows",
-                       budget)
         return None
-
-
-def _fewer_than(base: QuerySet[Memory], bound: int) -> bool:
-    """Whether ``base`` holds fewer than ``bound`` memories (counted up to ``bound``)."""
-    return base.values("pk")[:bound].count() < bound
 
 
 def rows_at(base: QuerySet[Memory], found: list[tuple[Any, float]]) -> list[Memory]:

@@ -163,3 +163,19 @@ def test_no_time_bound_when_the_setting_is_zero(
     starving_with_slow_exact(monkeypatch, 0.2)
     found, _ = ranked_and_after(tenant, query)
     assert found == expected
+
+
+def test_a_scope_too_large_to_count_in_time_keeps_the_index_rows_without_an_exact_scan(
+        scope: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    tenant, query = scope
+    index_rows = exact_top(tenant, query)[:2]
+    starving_with_slow_exact(monkeypatch, 0.0)
+    scans: list[bool] = []
+    starving = semantic._ranked
+    monkeypatch.setattr(semantic, "_ranked", lambda *a, exact, **k: scans.append(exact)
+                        or starving(*a, exact=exact, **k))
+    monkeypatch.setattr(semantic, "_count_up_to", lambda base, bound: None)  # out of time
+    found, _ = ranked_and_after(tenant, query)
+    assert found == index_rows and True not in scans
+    assert "too large to count" in caplog.text
