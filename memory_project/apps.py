@@ -12,7 +12,12 @@ class MemoryProjectConfig(AppConfig):
 
     def ready(self) -> None:
         """Tracing from the ``OTEL_*`` variables (off unless ``OTEL_TRACES_EXPORTER`` names
-        an exporter)."""
+        an exporter); web workers' database statements bounded in time."""
+        from django.db.backends.signals import connection_created
+
         from memory_project import tracing
+        from memory_project.postgresql.base import web_statement_timeout
 
         tracing.configure()
+        connection_created.connect(web_statement_timeout,
+                                   dispatch_uid="memory_project.statement_timeout")

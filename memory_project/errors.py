@@ -17,11 +17,13 @@ import logging
 import sys
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
+from psycopg.errors import QueryCanceled
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -269,6 +271,21 @@ def _database_unavailable() -> BackendUnavailable:
                                        "retryAfter": DATABASE_RETRY_AFTER_SECONDS})
 
 
+def _database_error(exc: Exception) -> MemoryServiceError:
+    """A database error as the envelope: a statement cancelled by the web workers'
+    ``statement_timeout`` (``DATABASE_STATEMENT_TIMEOUT_MS``) is 422
+    ``WORK_BUDGET_EXCEEDED``; any other, 503 ``BACKEND_UNAVAILABLE``."""
+    if isinstance(exc.__cause__, QueryCanceled):
+        logger.warning("statement cancelled after its time: %s", exc)
+        limit = settings.DATABASE_STATEMENT_TIMEOUT_MS / 1000
+        return WorkBudgetExceeded(
+            f"This request needs more than {limit:g} s of database time; narrow it (filters "
+            "on tags, sourceType or custom equality use an index).",
+            details={"limitSeconds": limit})
+    logger.warning("database unavailable: %s", exc)
+    return _database_unavailable()
+
+
 def _operation(context: dict[str, Any]) -> str:
     view = context.get("view")
     if view is None:
@@ -309,8 +326,7 @@ def _from_drf(exc: Exception) -> MemoryServiceError:
     if isinstance(exc, RequestDataTooBig):
         return PayloadTooLarge()
     if isinstance(exc, (OperationalError, InterfaceError)):
-        logger.warning("database unavailable: %s", exc)
-        return _database_unavailable()
+        return _database_error(exc)
     if isinstance(exc, RecursionError):
         # Only input nested thousands of levels deep gets here (the JSON parser, validators).
         return InvalidInput("The request is nested too deeply.")
@@ -364,7 +380,7 @@ def handler500(request: HttpRequest) -> HttpResponse:
             {"request_id": getattr(request, "request_id", "")})
         return HttpResponse(page, status=500)
     if isinstance(exc, (OperationalError, InterfaceError)):
-        return envelope_response(_database_unavailable())
+        return envelope_response(_database_error(exc))
     if isinstance(exc, MemoryServiceError):
         return envelope_response(exc)
     return envelope_response(MemoryServiceError())

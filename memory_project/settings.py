@@ -87,6 +87,8 @@ if EMBEDDED_DATABASE:
 DATABASE_OWNER_URL = DATABASE_OWNER_URL or DATABASE_URL
 
 CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 300)
+# No statement of a web request runs longer (ms; 0: no bound): memory_project.postgresql
+DATABASE_STATEMENT_TIMEOUT_MS = env_int("DATABASE_STATEMENT_TIMEOUT_MS", 20_000)
 
 
 def _database(url: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Django's PostgreSQL backend, with a health check that costs no round trip.
+"""Django's PostgreSQL backend, with a health check that costs no round trip; and the
+web workers' statement time limit (:func:`web_statement_timeout`).
 
 With ``CONN_HEALTH_CHECKS`` on, Django checks a kept connection before its first use in each
 request, and so before each search job's and each piece of deferred work's transaction, with
@@ -16,8 +17,11 @@ the platform) it asks the server as Django does.
 
 from __future__ import annotations
 
+import os
 import select
+from typing import Any
 
+from django.conf import settings
 from django.db.backends.postgresql import base
 from psycopg import pq
 
@@ -51,3 +55,17 @@ class DatabaseWrapper(base.DatabaseWrapper):
             except OSError:
                 return False
         return bool(super().is_usable())
+
+
+def web_statement_timeout(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created`` receiver: in a web worker (``MEMORY_WEB_PROCESS``, set by
+    ``memory_project.wsgi``), a new connection gets ``statement_timeout`` =
+    ``DATABASE_STATEMENT_TIMEOUT_MS`` for its session (one round trip per connection), so
+    no statement of a request runs longer; a cancelled one answers 422
+    ``WORK_BUDGET_EXCEEDED`` (``memory_project.errors``). Celery workers and commands keep
+    PostgreSQL's default (none): their statements may be long by design."""
+    timeout = settings.DATABASE_STATEMENT_TIMEOUT_MS
+    if timeout <= 0 or not os.environ.get("MEMORY_WEB_PROCESS"):
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('statement_timeout', %s, false)", [str(timeout)])
