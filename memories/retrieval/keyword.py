@@ -5,10 +5,10 @@ k1 = 1.2, b = 0.75) over the generated ``search_vector`` (English stemming, so "
 matches "runs"). Candidates are the memories of a layer scope matching any of the query's
 selective terms (GIN index). Term frequencies come from the tsvector positions, where
 ``context`` positions (weight D) count 0.35 of a ``content`` one, kept per memory in the
-generated ``term_frequencies`` column. Document frequencies are
-counted per scope and term with the GIN index and cached; statistics older than two minutes
-are counted again on the process's background thread while searches go on with the old ones
-(:func:`partition_stats`).
+generated ``term_frequencies`` column. The statistics (size, mean length, document
+frequencies) are the layer scope's, counted from its postings whatever filter narrows the
+candidates, and cached; statistics older than two minutes are counted again on the
+process's background thread while searches go on with the old ones (:func:`partition_stats`).
 
 Callers pass a queryset narrowed by ``partition.keyword_partition``: the GIN index
 ``mem_keyword_gin`` covers ``search_vector`` and the row's ``scope_key`` lexeme, so "term AND

@@ -1,1 +1,2 @@
-"""Django's PostgreSQL backend with a health check that costs no round trip (``base``)."""
+"""Django's PostgreSQL backend with a health check that costs no round trip, and the web
+workers' statement time limit (``base``)."""
