@@ -110,14 +110,19 @@ def starving_with_slow_exact(monkeypatch: pytest.MonkeyPatch, sleep_s: float) ->
     monkeypatch.setattr(semantic, "_ranked", scan)
 
 
-def ranked_and_after(tenant: Any, query: np.ndarray) -> tuple[list[Any], str]:
-    """The ranking, and the transaction's ``statement_timeout`` after it (the transaction
-    still usable)."""
+def _statement_timeout() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('statement_timeout')")
+        return str(cursor.fetchone()[0])
+
+
+def ranked_and_after(tenant: Any, query: np.ndarray) -> tuple[list[Any], bool]:
+    """The ranking, and whether the transaction's ``statement_timeout`` after it is what it
+    was before (the transaction still usable)."""
     with transaction.atomic(), tenant_scope(tenant.ctx):
+        before = _statement_timeout()
         found = semantic.nearest_distances(Memory.objects.filter(layer="user"), query, LIMIT)
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT current_setting('statement_timeout')")
-            return found, cursor.fetchone()[0]
+        return found, _statement_timeout() == before
 
 
 def exact_top(tenant: Any, query: np.ndarray) -> list[Any]:
@@ -136,10 +141,10 @@ def test_a_large_scope_s_exact_scan_over_its_time_leaves_the_index_rows(
     settings.MEMORY_EXACT_SCAN_TIMEOUT_MS = 50
     starving_with_slow_exact(monkeypatch, 2.0)
     started = time.monotonic()
-    found, timeout_after = ranked_and_after(tenant, query)
+    found, restored = ranked_and_after(tenant, query)
     assert time.monotonic() - started < 1.5  # cancelled at 50 ms, not slept for 2 s
     assert found == index_rows
-    assert timeout_after == "0"  # the transaction's setting as it was, and usable
+    assert restored  # the transaction's setting as it was, and usable
     assert "exact semantic scan over 50 ms" in caplog.text
 
 
@@ -149,9 +154,9 @@ def test_a_large_scope_s_exact_scan_within_its_time_is_exact(
     monkeypatch.setattr(semantic, "EXACT_CHEAP_ROWS", ROWS)
     settings.MEMORY_EXACT_SCAN_TIMEOUT_MS = 5000
     starving_with_slow_exact(monkeypatch, 0.0)
-    found, timeout_after = ranked_and_after(tenant, query)
+    found, restored = ranked_and_after(tenant, query)
     assert found == exact_top(tenant, query) and len(found) == LIMIT
-    assert timeout_after == "0"
+    assert restored
 
 
 def test_no_time_bound_when_the_setting_is_zero(
