@@ -3,16 +3,21 @@ with API keys, and helpers to act as either tenant."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
+from django.conf import settings
 from django.db import connections
 from rest_framework.test import APIClient
 
 from memories.models import Memory
 from memories.services.memory import MemoryInput, memory_add
 from memories.tiers.l1 import l1_reset
+from memory_project import embedded
+from memory_project.paths import VAR_DIR
 from tenants import services as tenant_services
 from tenants.context import TenantContext, tenant_scope
 from tenants.layers import LayerIdentifiers
@@ -38,7 +43,29 @@ def django_db_setup(django_test_environment: Any, django_db_blocker: Any,
     with django_db_blocker.unblock():
         connections["platform"].close()
         default.close()
+        owner.close()
+        _end_leftover_sessions(str(owner.settings_dict["NAME"]))
         owner.creation.destroy_test_db(old_name, verbosity=0)
+
+
+def _end_leftover_sessions(database: str) -> None:
+    """Sessions still attached to the test database once every connection of this thread is
+    closed (one some other thread of the run kept) would make dropping it fail ("being
+    accessed by other users"), one run in a few: they are reported as a warning and ended
+    first. Only on the embedded server, whose superuser may end them."""
+    if not settings.EMBEDDED_DATABASE:
+        return
+    url = embedded._socket_url("postgres", VAR_DIR / "pg", "postgres")
+    with psycopg.connect(url, autocommit=True) as conn:
+        left = conn.execute(
+            "SELECT pid, usename, application_name, state, left(query, 120) "
+            "FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [database]).fetchall()
+        if left:
+            warnings.warn(f"sessions left on {database} at the end of the run: {left}",
+                          stacklevel=1)
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = %s AND pid <> pg_backend_pid()", [database])
 
 
 class TenantFixture:
