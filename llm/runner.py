@@ -20,7 +20,6 @@ callers are Celery tasks and commands.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -31,15 +30,12 @@ from llm.models import Outcome
 from llm.privacy import redaction_for
 from llm.purposes.base import InvalidOutput, Purpose
 from llm.services import usage_record
+from memory_project.env import web_process
 from memory_project.errors import MemoryServiceError
 from tenants.context import TenantContext
 
 logger = logging.getLogger(__name__)
 R = TypeVar("R")
-
-#: Set by the web server's process (``memory_project.wsgi``): model calls are refused there.
-WEB_PROCESS_FLAG = "MEMORY_WEB_PROCESS"
-
 
 @dataclass(frozen=True)
 class Result(Generic[R]):
@@ -73,7 +69,7 @@ def run(ctx: TenantContext, purpose: Purpose[Any, R], payload: Any, *,
         BudgetExceeded: the budget is spent and the purpose does not fall back.
         RuntimeError: called in a web worker.
     """
-    if os.environ.get(WEB_PROCESS_FLAG):
+    if web_process():
         raise RuntimeError("language-model calls belong in Celery tasks or commands, "
                            "not in a web worker")
     if config.offline():

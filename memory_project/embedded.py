@@ -55,6 +55,12 @@ def _socket_url(role: str, socket_dir: Path, database: str) -> str:
     return f"postgres://{role}@{quote(str(socket_dir), safe='')}/{database}"
 
 
+def superuser_url(data_dir: Path, database: str = "postgres") -> str:
+    """The embedded server's superuser connection URL for ``database`` (the server under
+    ``data_dir``, as :func:`start_postgres` was given)."""
+    return _socket_url("postgres", data_dir, database)
+
+
 def start_postgres(data_dir: Path) -> tuple[str, str, str]:
     """Start (or attach to) the embedded PostgreSQL under ``data_dir``.
 
@@ -77,7 +83,7 @@ def start_postgres(data_dir: Path) -> tuple[str, str, str]:
             _forget_dead_handles(data_dir)
             server = pgserver.get_server(data_dir, cleanup_mode="stop")
             _handles[f"pg:{data_dir}"] = server
-            admin_url = _socket_url("postgres", data_dir, "postgres")
+            admin_url = superuser_url(data_dir)
             with psycopg.connect(admin_url, autocommit=True) as conn:
                 _bootstrap(conn, admin_url, data_dir)
     return (
@@ -130,7 +136,7 @@ def _bootstrap(conn: Any, admin_url: str, data_dir: Path) -> None:
         "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
     ).fetchone()
     # In template1 too, so that databases created later (tests) have it already.
-    with psycopg.connect(_socket_url("postgres", data_dir, "template1"), autocommit=True) as tconn:
+    with psycopg.connect(superuser_url(data_dir, "template1"), autocommit=True) as tconn:
         tconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         for statement in LEAKPROOF_STATEMENTS:
             tconn.execute(statement)
@@ -140,7 +146,7 @@ def _bootstrap(conn: Any, admin_url: str, data_dir: Path) -> None:
     databases = [row[0] for row in conn.execute(
         "SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate")]
     for database in databases:
-        with psycopg.connect(_socket_url("postgres", data_dir, database), autocommit=True) as dconn:
+        with psycopg.connect(superuser_url(data_dir, database), autocommit=True) as dconn:
             if database == DATABASE_NAME:
                 dconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 dconn.execute(f"GRANT CONNECT ON DATABASE {DATABASE_NAME} TO {APP_ROLE}, "

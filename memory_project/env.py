@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 
+#: Set by the web server's process (``memory_project.wsgi``): model calls are refused there
+#: (``llm.runner``) and database statements are bounded (``memory_project.postgresql``).
+WEB_PROCESS_FLAG = "MEMORY_WEB_PROCESS"
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -63,3 +67,8 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ValueError(f"{name}={raw!r} is not one of {', '.join(choices)}")
     return value
+
+
+def web_process() -> bool:
+    """Whether this process serves the web API (:data:`WEB_PROCESS_FLAG` set)."""
+    return bool(os.environ.get(WEB_PROCESS_FLAG))

@@ -16,10 +16,12 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from memory_project.env import WEB_PROCESS_FLAG
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_project.settings")
 # Language-model calls take seconds: llm.runner refuses them in a web worker (they belong in
 # Celery tasks or commands).
-os.environ["MEMORY_WEB_PROCESS"] = "1"
+os.environ[WEB_PROCESS_FLAG] = "1"
 application = get_wsgi_application()
 
 from memory_project import warmup  # noqa: E402  (after Django is set up)

@@ -55,7 +55,7 @@ def _end_leftover_sessions(database: str) -> None:
     first. Only on the embedded server, whose superuser may end them."""
     if not settings.EMBEDDED_DATABASE:
         return
-    url = embedded._socket_url("postgres", VAR_DIR / "pg", "postgres")
+    url = embedded.superuser_url(VAR_DIR / "pg")
     with psycopg.connect(url, autocommit=True) as conn:
         left = conn.execute(
             "SELECT pid, usename, application_name, state, left(query, 120) "

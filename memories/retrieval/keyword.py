@@ -323,14 +323,11 @@ def bm25(base: QuerySet[Memory], query: str, limit: int, *, partition_lexeme: st
     :func:`candidate_queries` says.
 
     Statistics (size, mean length, document frequencies): with ``partition_lexeme``, the
-    layer scope's, counted from its postings (``base`` must then be searchable memories of
-    that scope: ``partition.layer_queryset``'s default states), also when a metadata or scope
-    filter narrows ``base``: the filter decides which memories compete, not how rare a term
-    is, as filters leave term statistics alone in Lucene and Elasticsearch (IDF is computed
-    over the index: Elasticsearch: The Definitive Guide, "What Is Relevance?"). Counting them
-    over the filtered memories read every one of them: 3.2 s for a search of the 100k bench
-    tenant with a scope, 33 s for the 1M one (``docs/performance.md``, "Keyword search").
-    Without it, ``base``'s own, counted from its memories."""
+    layer scope's, from its postings (``base``: searchable memories of that scope), however a
+    metadata or scope filter narrows ``base``: a filter decides which memories compete, not
+    how rare a term is, as in Lucene and Elasticsearch (IDF over the index: "What Is
+    Relevance?", Elasticsearch: The Definitive Guide; figures: ``docs/performance.md``,
+    "Keyword search"). Without it, ``base``'s own, counted from its memories."""
     return _best(base, query, limit, scores, partition_lexeme)
 
 

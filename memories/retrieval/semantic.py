@@ -180,21 +180,19 @@ def _count_up_to(base: QuerySet[Memory], bound: int) -> int | None:
 
 
 def _within(work: Callable[[], T]) -> T | None:
-    """``work()`` with PostgreSQL's ``statement_timeout`` at ``MEMORY_EXACT_SCAN_TIMEOUT_MS``,
-    in a savepoint; ``None`` when a statement of it ran out of time. The transaction stays
-    usable and its ``statement_timeout`` is restored either way; 0 ms: no bound."""
+    """``work()`` (reads only) with PostgreSQL's ``statement_timeout`` at
+    ``MEMORY_EXACT_SCAN_TIMEOUT_MS``, in a savepoint rolled back afterwards, which also ends
+    the setting; ``None`` when a statement of it ran out of time. 0 ms: no bound."""
     budget = settings.MEMORY_EXACT_SCAN_TIMEOUT_MS
     if budget <= 0:
         return work()
     try:
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute("SELECT current_setting('statement_timeout'), "
-                               "set_config('statement_timeout', %s, true)", [str(budget)])
-                (previous, _) = cursor.fetchone()
+                cursor.execute("SELECT set_config('statement_timeout', %s, true)",
+                               [str(budget)])
             done = work()
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+            transaction.set_rollback(True)
             return done
     except OperationalError as exc:
         if not isinstance(exc.__cause__, QueryCanceled):

@@ -17,13 +17,14 @@ the platform) it asks the server as Django does.
 
 from __future__ import annotations
 
-import os
 import select
 from typing import Any
 
 from django.conf import settings
 from django.db.backends.postgresql import base
 from psycopg import pq
+
+from memory_project.env import web_process
 
 
 def socket_quiet(fd: int) -> bool:
@@ -65,7 +66,7 @@ def web_statement_timeout(sender: Any, connection: Any, **kwargs: Any) -> None:
     ``WORK_BUDGET_EXCEEDED`` (``memory_project.errors``). Celery workers and commands keep
     PostgreSQL's default (none): their statements may be long by design."""
     timeout = settings.DATABASE_STATEMENT_TIMEOUT_MS
-    if timeout <= 0 or not os.environ.get("MEMORY_WEB_PROCESS"):
+    if timeout <= 0 or not web_process():
         return
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config('statement_timeout', %s, false)", [str(timeout)])
