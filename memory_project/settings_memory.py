@@ -38,9 +38,13 @@ EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 8)
 # into EMBEDDING_ONNX_DIR; same vectors, less CPU) or "torch" (sentence-transformers).
 EMBEDDING_RUNTIME = env_choice("EMBEDDING_RUNTIME", "onnx", ("onnx", "torch"))
 EMBEDDING_ONNX_DIR = env_str("EMBEDDING_ONNX_DIR", str(VAR_DIR / "models"))
-# torch's intra-op threads for the model (0: torch decides). One: on 2 cores shared with
-# PostgreSQL and other workers, two threads spin against each other (performance.md).
+# The model runtime's intra-op threads, ONNX Runtime or torch (0: it decides). One: on 2
+# cores shared with PostgreSQL and other workers, two threads spin against each other
+# (performance.md).
 EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
+# Batches of one call that ONNX Runtime runs at once, each on its own thread (0: one per
+# core): a bulk add uses every core without intra-op threads (threads.py).
+EMBEDDING_PARALLEL_BATCHES = env_int("EMBEDDING_PARALLEL_BATCHES", 0)
 # Load the local model when a web worker boots (memory_project/wsgi.py).
 EMBEDDING_WARMUP = env_bool("EMBEDDING_WARMUP", True)
 EMBEDDING_CACHE_SIZE = env_int("EMBEDDING_CACHE_SIZE", 10_000)

@@ -28,13 +28,14 @@ import os
 import tempfile
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 
-from memories.embedding.threads import model_threads
+from memories.embedding.threads import parallel_batches
 
 logger = logging.getLogger(__name__)
 
@@ -138,9 +139,11 @@ class OnnxEmbedder:
     """all-MiniLM-L6-v2 (384-d) through ONNX Runtime, loaded lazily once per process.
 
     ``encode(texts)`` returns float32 L2-normalised vectors of shape ``(len(texts), 384)``,
-    in the order of ``texts``. Threads: ``EMBEDDING_TORCH_THREADS`` intra-op threads (one by
-    default, docs/performance.md "Embeddings"; a bulk command's own: ``threads.use_threads``);
-    batches of ``EMBEDDING_BATCH_SIZE`` texts.
+    in the order of ``texts``. Batches of ``EMBEDDING_BATCH_SIZE`` texts, up to
+    ``threads.parallel_batches()`` of them at once (one per core by default; a bulk command's
+    own: ``threads.use_threads``), each run on ``EMBEDDING_TORCH_THREADS`` intra-op threads
+    (one by default, docs/performance.md "Embeddings"). ``InferenceSession.run`` may be
+    called from several threads at once on one session (ONNX Runtime's threading model).
     """
 
     model_name = "all-MiniLM-L6-v2"
@@ -184,16 +187,36 @@ class OnnxEmbedder:
             return out
         order = np.argsort([len(text) for text in texts], kind="stable")
         size = max(1, settings.EMBEDDING_BATCH_SIZE)
-        for start in range(0, len(order), size):
-            rows = order[start:start + size]
-            encodings = self._tokenizer.encode_batch([texts[i] for i in rows])
-            feed = {
-                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in encodings],
-                                           dtype=np.int64),
-            }
-            out[rows] = self._session.run(None, feed)[0]
+        pending = iter([order[start:start + size] for start in range(0, len(order), size)])
+        lock = threading.Lock()
+
+        def work() -> None:  # the caller and its helper threads take batches in turn
+            while True:
+                with lock:
+                    rows = next(pending, None)
+                if rows is None:
+                    return
+                out[rows] = self._run([texts[i] for i in rows])
+
+        helpers = min(parallel_batches(), -(-len(texts) // size)) - 1
+        if helpers == 0:
+            work()
+            return out
+        with ThreadPoolExecutor(max_workers=helpers, thread_name_prefix="embed") as pool:
+            started = [pool.submit(work) for _ in range(helpers)]
+            work()
+            for future in started:
+                future.result()
         return out
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        """One forward pass over ``texts`` (one batch, padded to its longest text)."""
+        encodings = self._tokenizer.encode_batch(texts)
+        feed = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+        }
+        return self._session.run(None, feed)[0]
 
 
 def _open(source: Path) -> tuple[Any, Any]:
@@ -205,7 +228,7 @@ def _open(source: Path) -> tuple[Any, Any]:
     tokenizer.enable_truncation(max_length=int(config["max_seq_length"]))
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
     options = onnxruntime.SessionOptions()
-    threads = model_threads()
+    threads = settings.EMBEDDING_TORCH_THREADS
     if threads > 0:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

@@ -4,9 +4,13 @@ cosine ≥ 0.999 on 1,000 LoCoMo texts), without importing torch to serve."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -94,15 +98,40 @@ def test_it_falls_back_to_sentence_transformers_when_onnx_cannot_load(monkeypatc
     assert isinstance(embedder._fallback, SentenceTransformerEmbedder)
 
 
-def test_a_bulk_command_loads_the_model_on_its_own_thread_count(settings) -> None:
+def test_a_bulk_command_runs_its_own_count_of_batches_at_once(settings) -> None:
     from memories.embedding import onnx_runtime
-    from memories.embedding.threads import model_threads, use_threads
+    from memories.embedding.threads import model_threads, parallel_batches, use_threads
 
-    assert model_threads() == settings.EMBEDDING_TORCH_THREADS
-    with use_threads(2):
-        assert model_threads() == 2
+    settings.EMBEDDING_PARALLEL_BATCHES = 1
+    assert parallel_batches() == 1
+    with use_threads(3):
+        assert parallel_batches() == 3 and model_threads() == 3
         _, session = onnx_runtime._open(onnx_runtime.weights_dir())
-        assert session.get_session_options().intra_op_num_threads == 2
-    assert model_threads() == settings.EMBEDDING_TORCH_THREADS  # only inside the block
+        # each batch runs on the configured intra-op threads: the cores come from batches
+        assert session.get_session_options().intra_op_num_threads == \
+            settings.EMBEDDING_TORCH_THREADS
+    assert parallel_batches() == 1  # only inside the block
+    settings.EMBEDDING_PARALLEL_BATCHES = 0
+    assert parallel_batches() == (os.cpu_count() or 1)  # 0: one per core
     with pytest.raises(ValueError), use_threads(-1):
         pass
+
+
+def test_batches_run_side_by_side_give_the_vectors_of_one_by_one(onnx, settings,
+                                                                 monkeypatch) -> None:
+    texts = json.loads(DATA.read_text())["texts"][:200]
+    settings.EMBEDDING_PARALLEL_BATCHES = 1
+    one_by_one = onnx.encode(texts)
+    threads: set[int] = set()
+    run = onnx._session.run
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        threads.add(threading.get_ident())
+        time.sleep(0.005)  # each batch outlasts the start of the next worker thread
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(onnx._session, "run", recording, raising=False)
+    settings.EMBEDDING_PARALLEL_BATCHES = 3
+    side_by_side = onnx.encode(texts)
+    assert len(threads) == 3
+    assert np.array_equal(side_by_side, one_by_one)

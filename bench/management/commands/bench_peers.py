@@ -169,8 +169,10 @@ class Command(BaseCommand):
         try:
             before = machine.cpu_times()
             started = time.perf_counter()
+            # on the cores mem0's model gets (torch_threads), not import_locomo's default
             call_command("import_locomo", str(locomo), tenant=BENCH_TENANT, stdout=io.StringIO(),
-                         stderr=progress)
+                         stderr=progress,
+                         threads=settings.EMBEDDING_TORCH_THREADS or os.cpu_count() or 1)
             ingest_s = time.perf_counter() - started
             ctx = system_context(tenant, "bench-peers")
             report = evaluate(ctx, locomo, "hybrid", KS, progress=progress, threshold=threshold)

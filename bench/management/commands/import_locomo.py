@@ -35,8 +35,8 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=int, default=64)
         parser.add_argument(
             "--threads", type=int, default=os.cpu_count() or 1,
-            help="intra-op threads of the embedding model (default: every core; web workers "
-                 "keep EMBEDDING_TORCH_THREADS)")
+            help="cores the embedding model uses: batches embedded at once (default: every "
+                 "core; web workers use EMBEDDING_PARALLEL_BATCHES)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant, ctx, samples = locomo_input(options["tenant"], options["file"], "import_locomo")
