@@ -61,4 +61,3 @@ def parallel_batches() -> int:
     0 means one per core."""
     count = settings.EMBEDDING_PARALLEL_BATCHES if _count is None else _count
     return max(1, count or os.cpu_count() or 1)
-
