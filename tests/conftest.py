@@ -3,6 +3,7 @@ with API keys, and helpers to act as either tenant."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,11 @@ from tenants import services as tenant_services
 from tenants.context import TenantContext, tenant_scope
 from tenants.layers import LayerIdentifiers
 from tenants.models import Tenant
+
+# pytest-xdist already runs a test process per core: embedding calls in tests, and in the
+# servers tests start (they inherit this), run one batch at a time, so that one process's
+# bulk embedding does not take the other's core during its timings.
+os.environ.setdefault("EMBEDDING_PARALLEL_BATCHES", "1")
 
 
 @pytest.fixture(scope="session")
@@ -147,9 +153,11 @@ def _search_in_one_transaction(settings: Any) -> None:
     """Concurrent search jobs run on their own connections, which cannot see a test's
     uncommitted rows: tests search in the test's transaction unless they turn it on
     (``tests/memories/test_search_concurrency.py``, with committed data). Likewise, work deferred
-    until after a response runs in the request's thread, so tests see it at once."""
+    until after a response runs in the request's thread, so tests see it at once. Embedding
+    runs one batch at a time (``EMBEDDING_PARALLEL_BATCHES``, at the top of this module)."""
     settings.MEMORY_SEARCH_THREADS = 0
     settings.AFTER_RESPONSE_IN_BACKGROUND = False
+    settings.EMBEDDING_PARALLEL_BATCHES = 1
 
 
 @pytest.fixture(autouse=True)
