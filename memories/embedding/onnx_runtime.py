@@ -187,7 +187,8 @@ class OnnxEmbedder:
             return out
         order = np.argsort([len(text) for text in texts], kind="stable")
         size = max(1, settings.EMBEDDING_BATCH_SIZE)
-        pending = iter([order[start:start + size] for start in range(0, len(order), size)])
+        batches = [order[start:start + size] for start in range(0, len(order), size)]
+        pending = iter(batches)
         lock = threading.Lock()
 
         def work() -> None:  # the caller and its helper threads take batches in turn
@@ -198,7 +199,7 @@ class OnnxEmbedder:
                     return
                 out[rows] = self._run([texts[i] for i in rows])
 
-        helpers = min(parallel_batches(), -(-len(texts) // size)) - 1
+        helpers = min(parallel_batches(), len(batches)) - 1
         if helpers == 0:
             work()
             return out

@@ -122,7 +122,13 @@ def query_lexemes(query: str) -> tuple[str, ...]:
     return cached
 
 
-def _scope_key(base: QuerySet[Memory]) -> tuple[tuple[str, tuple[str, ...]], str, list[Any]]:
+def _scope_key(base: QuerySet[Memory], postings: int | None
+               ) -> tuple[tuple[str, tuple[str, ...]], str, list[Any]]:
+    """The cache key of ``base``'s statistics and the SQL that counts them: with
+    ``postings``, the layer scope's (its postings count them: no SQL of ``base`` compiled);
+    otherwise ``base``'s own."""
+    if postings is not None:
+        return (f"postings:{postings}", ()), "", []
     sql, params = base.values("search_vector").query.sql_with_params()
     return (sql, tuple(map(str, params))), sql, list(params)
 
@@ -210,9 +216,7 @@ def partition_stats(base: QuerySet[Memory], lexemes: tuple[str, ...], *,
     took ~0.24 s, and a busy scope used to keep its first statistics as long as it was
     searched at least every two minutes.
     """
-    scope = _scope_key(base)
-    if postings is not None:  # the layer scope's statistics, whatever narrows ``base``
-        scope = ((f"postings:{postings}", ()), scope[1], scope[2])
+    scope = _scope_key(base, postings)  # with postings: whatever narrows ``base``
     key, sql, params = scope
     with _cache_lock:
         stats = _stats.get(key)
