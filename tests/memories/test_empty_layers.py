@@ -7,9 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
+from memories.models import Memory
 from memories.retrieval import search
 from memories.retrieval.partition import layer_queryset, populated_layers, resolve_identifiers
+from memories.services.deletion import memory_archive, memory_delete, memory_restore
 from tenants.context import tenant_scope
 from tenants.layers import Layer, LayerIdentifiers
 from tests.retrieval_helpers import searched
@@ -46,7 +49,10 @@ def _populated(tenant: Any, identifiers: dict[str, str]) -> set[Layer]:
     with tenant_scope(tenant.ctx):
         resolved = resolve_identifiers(tenant.ctx, LayerIdentifiers.from_mapping(identifiers))
         layers = [Layer.AGENT, Layer.USER, Layer.SESSION, Layer.COMPANY]
-        return populated_layers([(layer, layer_queryset(layer, resolved)) for layer in layers])
+        expected = {layer for layer in layers if layer_queryset(layer, resolved).exists()}
+        found = populated_layers(tenant.ctx.tenant_id, layers, resolved)
+        assert found == expected  # the postings agree with the memories themselves
+        return found
 
 
 def test_only_layers_holding_memories_are_ranked(tenant_a, lists_run) -> None:
@@ -80,3 +86,19 @@ def test_populated_layers_counts_the_callers_scope_only(tenant_a, tenant_b) -> N
                                                                "sessionId": "s1"})
     assert _populated(tenant_a, AGENT) == {Layer.SESSION}
     assert _populated(tenant_b, AGENT) == {Layer.AGENT, Layer.COMPANY}
+
+
+def test_a_layer_holding_only_memories_search_skips_is_empty(tenant_a) -> None:
+    """Deleted, archived and pruned memories do not populate a layer (search never returns
+    them); restored, they do again."""
+    gone = [tenant_a.add(text, layer="session", identifiers={"userId": "u1", "sessionId": "s1"})
+            for text in ("Deleted note", "Archived note", "Pruned note")]
+    assert _populated(tenant_a, AGENT) == {Layer.SESSION}
+    with tenant_scope(tenant_a.ctx):
+        memory_delete(tenant_a.ctx, memory_id=gone[0].pk)
+        memory_archive(tenant_a.ctx, memory_id=gone[1].pk)
+        Memory.objects.filter(pk=gone[2].pk).update(pruned_at=timezone.now())
+    assert _populated(tenant_a, AGENT) == set()
+    with tenant_scope(tenant_a.ctx):
+        memory_restore(tenant_a.ctx, memory_id=gone[1].pk)
+    assert _populated(tenant_a, AGENT) == {Layer.SESSION}
