@@ -17,6 +17,7 @@ from django.db import OperationalError
 
 from jobs.services import job_enqueue
 from memories.retrieval.semantic import pgvector_settings
+from memories.services.planner_statistics import statistics_refresh
 from memories.services.reembed import memories_reembed
 from memories.services.tenant_vector_index import tenant_indexes_refresh
 from memories.tiers.l3 import l3_sync as l3_sync_memories
@@ -85,6 +86,17 @@ def tenant_vector_indexes() -> dict[str, Any]:
     run = tenant_indexes_refresh(pgvector_settings(), say=logger.info)
     return {"built": run.built, "dropped": run.dropped, "kept": run.kept,
             "skipped": run.skipped}
+
+
+@shared_task(name="memories.planner_statistics")
+def planner_statistics() -> dict[str, Any]:
+    """``ANALYZE`` the memory table when a tenant outgrew the planner's statistics
+    (``memories.services.planner_statistics``); the owner role's, one run at a time.
+    Returns whether it analyzed, for which tenants (memories, estimate), or why not."""
+    run = statistics_refresh()
+    return {"analyzed": run.analyzed, "seconds": round(run.seconds, 3), "skipped": run.skipped,
+            "stale": [{"tenant": str(e.tenant_id), "rows": e.rows,
+                       "estimate": round(e.estimate, 1)} for e in run.stale]}
 
 
 @shared_task(name="memories.memory_reembed", **TASK_OPTIONS)

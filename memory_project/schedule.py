@@ -33,6 +33,10 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # (memories.services.tenant_vector_index). Hourly.
     "tenant vector indexes": {"task": "memories.tenant_vector_indexes",
                               "crontab": {"minute": "25"}},
+    # A tenant that outgrew the planner's statistics of the memory table (new, or filled
+    # since the last ANALYZE) gets the table analyzed (memories.services.planner_statistics).
+    # Every minute; an idle table costs one catalog read.
+    "planner statistics": {"task": "memories.planner_statistics", "every_seconds": 60},
     # Jobs queued while the broker (Redis) was unreachable are handed over once it is back
     # (jobs.services). Every 30 seconds.
     "send queued jobs": {"task": "jobs.outbox_drain", "every_seconds": 30},

@@ -22,6 +22,9 @@ MEMORY_EXACT_SCAN_TIMEOUT_MS = env_int("MEMORY_EXACT_SCAN_TIMEOUT_MS", 250)
 # their own, at most MEMORY_TENANT_INDEX_MAX of them (memories.services.tenant_vector_index).
 MEMORY_TENANT_INDEX_MIN_ROWS = env_int("MEMORY_TENANT_INDEX_MIN_ROWS", 10_000)
 MEMORY_TENANT_INDEX_MAX = env_int("MEMORY_TENANT_INDEX_MAX", 32)
+# A tenant with at least this many memories and several times what the planner estimates
+# gets the memory table analyzed again (memories.services.planner_statistics).
+MEMORY_STATISTICS_MIN_ROWS = env_int("MEMORY_STATISTICS_MIN_ROWS", 500)
 # Search and recall count their references after the response, on a background thread
 # (memory_project.after_response); off: in the request's thread as the response closes.
 AFTER_RESPONSE_IN_BACKGROUND = env_bool("AFTER_RESPONSE_IN_BACKGROUND", True)

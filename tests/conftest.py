@@ -154,10 +154,14 @@ def _search_in_one_transaction(settings: Any) -> None:
     uncommitted rows: tests search in the test's transaction unless they turn it on
     (``tests/memories/test_search_concurrency.py``, with committed data). Likewise, work deferred
     until after a response runs in the request's thread, so tests see it at once. Embedding
-    runs one batch at a time (``EMBEDDING_PARALLEL_BATCHES``, at the top of this module)."""
+    runs one batch at a time (``EMBEDDING_PARALLEL_BATCHES``, at the top of this module), and
+    nothing analyzes the memory table unless the test asks (``MEMORY_STATISTICS_MIN_ROWS``)."""
     settings.MEMORY_SEARCH_THREADS = 0
     settings.AFTER_RESPONSE_IN_BACKGROUND = False
     settings.EMBEDDING_PARALLEL_BATCHES = 1
+    # The memory table is analyzed again (by the owner role, on another connection) only
+    # where a test asks for it: tests/memories/test_planner_statistics.py.
+    settings.MEMORY_STATISTICS_MIN_ROWS = 10**9
 
 
 @pytest.fixture(autouse=True)

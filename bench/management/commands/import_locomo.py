@@ -4,6 +4,9 @@ Each conversation becomes a project (``projectId`` = ``sample_id``), each turn a
 project-layer memory added through the same service as the API, in embedding batches.
 Re-running adds nothing twice: turns already stored (by ``dia_id``) are skipped. The
 embedding model runs on every core (``--threads``): the command has nothing else to serve.
+Once imported, the memory table is analyzed again if the tenant outgrew the planner's
+statistics (``memories.services.planner_statistics``), so that its first searches are
+planned for its size, not the minute later the periodic job would.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from bench.locomo import turns
 from memories.embedding.threads import use_threads
 from memories.models import Kind, Memory
 from memories.services.memory import MemoryInput, memory_bulk_add
+from memories.services.planner_statistics import statistics_refresh
 from tenants.context import TenantContext
 from tenants.entry import tenant_job
 from tenants.layers import LayerIdentifiers
@@ -48,6 +52,11 @@ class Command(BaseCommand):
             f"imported {added} turns from {len(samples)} conversations "
             f"into tenant {tenant.slug}; {skipped} already present"
         )
+        if added:
+            run = statistics_refresh()
+            if run.analyzed:
+                self.stdout.write(f"planner statistics of the memory table refreshed in "
+                                  f"{run.seconds:.1f} s ({len(run.stale)} tenant(s) outgrew them)")
 
     def _import(self, ctx: TenantContext, samples: list[dict[str, Any]], batch_size: int
                 ) -> tuple[int, int]:
