@@ -5,18 +5,21 @@ served by PostgreSQL and loses nothing, and an entry only L3 holds is promoted."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
+from django.db import connections
 
 from jobs.models import QueuedJob
 from memories.embedding.embedders import embed_texts
 from memories.models import Memory, MemoryHistory
 from memories.tasks import l3_sync
-from memories.tiers.l1 import l1_reset
+from memories.tiers.l1 import CHANNEL, l1_cache, l1_reset
 from memories.tiers.l3 import SYNC_TASK
 from memory_project.resilience import reset_breakers
 from tenants.context import tenant_scope
@@ -180,9 +183,26 @@ def _l3_only(tenant: Any, qdrant: Qdrant, text: str, memory_id: str) -> None:
                   "company_id": tenant.tenant.slug, "task_id": "t-7", "source": "import"})])
 
 
+def _l1_caught_up() -> None:
+    """Wait until this process's L1 listener has applied every notification committed so far
+    (earlier tests' writes): a sentinel sent now arrives after them. An invalidation arriving
+    while a read is filling L1 makes the read leave L1 as it is, which is right, and would
+    make the L1 hit asserted below depend on how far behind the listener is."""
+    cache = l1_cache(wait_seconds=5)
+    before = cache.generation()
+    with psycopg.connect(**connections["default"].get_connection_params(),
+                         autocommit=True) as conn:
+        conn.execute("SELECT pg_notify(%s, 'sentinel:caught-up')", [CHANNEL])
+    deadline = time.monotonic() + 10
+    while cache.generation() == before:
+        assert time.monotonic() < deadline, "the L1 listener did not receive the sentinel"
+        time.sleep(0.01)
+
+
 def test_an_entry_only_l3_holds_is_promoted_to_l2_and_l1(tenant_a, tenant_b, qdrant) -> None:
     memory_id = "01a20000-0000-7000-8000-0000000000aa"
     _l3_only(tenant_a, qdrant, "Maria's passport number ends in 42", memory_id)
+    _l1_caught_up()
     assert body(tenant_b.client.post(BATCH, {"ids": [memory_id]}, format="json")
                 )["missing"] == [memory_id]
     first = tenant_a.client.post(BATCH, {"ids": [memory_id]}, format="json")
