@@ -133,8 +133,9 @@ def stale_tenants(estimates: list[TenantEstimate], sampled: float, *, min_rows: 
 def statistics_refresh(*, using: str = OWNER, min_rows: int | None = None) -> StatisticsRun:
     """``ANALYZE`` the memory table if a tenant outgrew the planner's statistics
     (:func:`stale_tenants`; ``min_rows`` defaults to ``MEMORY_STATISTICS_MIN_ROWS``). One run
-    at a time (a PostgreSQL advisory lock); the analysis runs as ``using`` (the owner role:
-    PostgreSQL lets only a table's owner analyze it, and skips it with a warning otherwise).
+    at a time (a PostgreSQL advisory lock); the analysis runs as ``using``, the owner role:
+    PostgreSQL lets only a table's owner analyze it, and answers another role with a warning
+    and no analysis, which the returned run cannot tell from one that analyzed.
     """
     min_rows = settings.MEMORY_STATISTICS_MIN_ROWS if min_rows is None else min_rows
     with connection.cursor() as cursor:
