@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from bench.reranker_training import Examples, fit
+from memories.models import Memory
+from memories.retrieval.neighbours import Adjacent, adjacent_ids
 from memories.retrieval.rerank import (
     FEATURES,
     load_reranker,
@@ -141,3 +143,21 @@ def test_training_weighs_the_feature_that_separates_evidence() -> None:
     assert max(abs(w) for w in reranker.weights[1:]) < reranker.weights[0] / 3
     with pytest.raises(ValueError):
         fit(Examples(x, np.zeros(400), 40))
+
+
+def test_neighbours_keep_to_the_searched_memories(tenant_a, tenant_b) -> None:
+    """``adjacent_ids`` answers within its queryset: a filtered-out memory is skipped, an id
+    outside it gets no entry, and another tenant's memories are never neighbours."""
+    first = tenant_a.add("first", metadata={"tags": ["kept"]})
+    tenant_b.add("another tenant's, written in between")
+    hidden = tenant_a.add("second")
+    third = tenant_a.add("third", metadata={"tags": ["kept"]})
+    with tenant_scope(tenant_a.ctx):
+        base = Memory.objects.filter(layer="user", user_id="u1")
+        assert adjacent_ids(base, [first.pk, hidden.pk, third.pk]) == {
+            first.pk: Adjacent(None, hidden.pk), hidden.pk: Adjacent(first.pk, third.pk),
+            third.pk: Adjacent(hidden.pk, None)}
+        kept = base.filter(metadata__contains={"tags": ["kept"]})
+        assert adjacent_ids(kept, [first.pk, hidden.pk, third.pk]) == {
+            first.pk: Adjacent(None, third.pk), third.pk: Adjacent(first.pk, None)}
+        assert adjacent_ids(base.none(), [first.pk]) == {}
