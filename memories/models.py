@@ -210,7 +210,7 @@ class TermImpact(TenantOwnedModel):
     """One posting of the keyword index: a lexeme of a memory's ``search_vector``, with its
     BM25 impact, kept by PostgreSQL (triggers of migrations 0012, 0014 and 0018) for the
     memories search can return (active, not pruned): a term's postings in a scope count its
-    document frequency there (``keyword._frequencies``).
+    document frequency there (``keyword_stats._frequencies``).
 
     ``impact`` is BM25's term-frequency factor ``tf / (tf + k1·(1 − b + b·dl / L))`` for
     ``L = keyword.IMPACT_REFERENCE_LENGTH`` (30 lexemes): the memory's share of a term's weight,
@@ -218,7 +218,7 @@ class TermImpact(TenantOwnedModel):
     ``scope_key`` lexeme (``keyword.scope_hash``). A keyword query whose only selective term
     matches thousands of a scope's memories reads that term's best postings from the index
     ``termimpact_champions`` instead of every memory holding the term (``keyword.bm25``).
-    Each such memory also has a document posting (lexeme ``keyword.DOCUMENT_LEXEME``, ``''``,
+    Each such memory also has a document posting (lexeme ``partition.DOCUMENT_LEXEME``, ``''``,
     migration 0019) whose ``impact`` is its length in lexemes: a scope's size and mean length
     are then one index-only scan. Written only by the trigger; ``memory_id`` is a plain UUID
     (the trigger deletes the rows of a deleted memory).

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.core.exceptions import EmptyResultSet, FullResultSet
 from django.db import connection
 from django.db.models import QuerySet
 from pgvector.django import CosineDistance
@@ -32,10 +31,10 @@ class Adjacent:
 
 _ADJACENT_SQL = """
 SELECT x.id,
-       (SELECT {t}.id FROM {t} WHERE {where} AND {t}.id < x.id ORDER BY {t}.id DESC LIMIT 1),
-       (SELECT {t}.id FROM {t} WHERE {where} AND {t}.id > x.id ORDER BY {t}.id LIMIT 1)
+       (SELECT b.id FROM ({base}) b WHERE b.id < x.id ORDER BY b.id DESC LIMIT 1),
+       (SELECT b.id FROM ({base}) b WHERE b.id > x.id ORDER BY b.id LIMIT 1)
 FROM unnest(%s::uuid[]) AS x(id)
-WHERE EXISTS (SELECT 1 FROM {t} WHERE {where} AND {t}.id = x.id)
+WHERE EXISTS (SELECT 1 FROM ({base}) b WHERE b.id = x.id)
 """
 
 
@@ -43,25 +42,18 @@ def adjacent_ids(base: QuerySet[Memory], ids: list[Any]) -> dict[Any, Adjacent]:
     """``{id: Adjacent}`` for each of ``ids`` that ``base`` holds, in one statement: the
     nearest smaller and larger id of ``base`` (two index probes per memory).
 
-    The statement is written here around ``base``'s own ``WHERE`` clause (its tenant, layer
-    scope, states, scope and metadata filters, compiled once) instead of by the ORM, whose
-    two correlated subqueries took longer to build than to run: 3.3 → 1.8 ms per call at p50,
-    the same neighbours for all 462 calls of the 231 LoCoMo dev questions (``docs/performance
-    .md``, "Retrieval quality"). Asking for the second neighbours in the same query (nested
-    subqueries) was slower than a second query: 9 ms against 2 × 4 ms (LoCoMo, p50).
-
-    Raises:
-        ValueError: ``base`` reads another table too (its ``WHERE`` would name it).
-    """
-    if not ids:
+    The statement is written here around ``base``'s SQL (its tenant, layer scope, states,
+    scope and metadata filters, compiled once; PostgreSQL pulls the subqueries up into index
+    probes) instead of by the ORM, whose two correlated subqueries took longer to build than
+    to run: 3.3 → 1.8 ms per call at p50, the same neighbours for all 462 calls of the 231
+    LoCoMo dev questions (``docs/performance.md``, "Retrieval quality"). Asking for the
+    second neighbours in the same query (nested subqueries) was slower than a second query:
+    9 ms against 2 × 4 ms (LoCoMo, p50)."""
+    if not ids or base.query.is_empty():
         return {}
-    found = _where(base)
-    if found is None:
-        return {}
-    table, where, params = found
+    sql, params = base.values("id").query.sql_with_params()
     with connection.cursor() as cursor:
-        cursor.execute(_ADJACENT_SQL.format(t=table, where=where),
-                       [*params, *params, list(ids), *params])
+        cursor.execute(_ADJACENT_SQL.format(base=sql), [*params, *params, list(ids), *params])
         return {pk: Adjacent(previous, following) for pk, previous, following in cursor}
 
 
@@ -74,26 +66,6 @@ def rows_with_distance(base: QuerySet[Memory], ids: list[Any], vector: np.ndarra
     rows = (base.defer(*UNSERVED_COLUMNS).filter(pk__in=ids)
             .annotate(distance=CosineDistance("embedding", vector)))
     return {m.pk: m for m in rows}
-
-
-def _where(base: QuerySet[Memory]) -> tuple[str, str, list[Any]] | None:
-    """The memory table's quoted name and ``base``'s ``WHERE`` clause with its parameters
-    (``None``: ``base`` can hold nothing).
-
-    Raises:
-        ValueError: ``base`` reads another table too (its ``WHERE`` would name it).
-    """
-    query = base.query
-    if sum(1 for count in query.alias_refcount.values() if count) > 1:
-        raise ValueError(f"a queryset of the memory table alone is needed, "
-                         f"not {sorted(query.alias_map)}")
-    try:
-        where, params = query.get_compiler(connection=connection).compile(query.where)
-    except EmptyResultSet:
-        return None
-    except FullResultSet:
-        where, params = "TRUE", []
-    return connection.ops.quote_name(query.get_meta().db_table), where, list(params)
 
 
 def declared(memory: Memory, neighbour: Memory) -> bool:

@@ -325,7 +325,7 @@ def search_candidates(ctx: TenantContext, request: SearchRequest, *, concurrent:
     else:
         layers = allowed_layers_of(ctx, accessible_layers(identifiers))
     bases = [(layer, layer_queryset(layer, identifiers)) for layer in layers]
-    populated = (populated_layers(ctx.tenant_id, layers, identifiers) if len(bases) > 1
+    populated = (populated_layers(ctx.tenant_id, layers, identifiers) if len(layers) > 1
                  else set(layers))
     started = time.perf_counter()
     vector = embed_query(ctx.tenant_id, query) if request.mode != Mode.KEYWORD else None

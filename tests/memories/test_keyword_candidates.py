@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from memories.retrieval import keyword
-from memories.retrieval.keyword import PartitionStats, candidate_queries
+from memories.retrieval import keyword, keyword_stats
+from memories.retrieval.keyword import candidate_queries
+from memories.retrieval.keyword_stats import PartitionStats
 from tests.retrieval_helpers import searched
 
 
@@ -49,7 +50,7 @@ def tiny_cap(monkeypatch: Any) -> None:
     monkeypatch.setattr(keyword, "MAX_KEYWORD_CANDIDATES", 2)
     monkeypatch.setattr(keyword, "ALWAYS_CANDIDATES", 1)
     monkeypatch.setattr(keyword, "COMMON_TERM_SHARE", 0.9)
-    keyword._stats.clear()
+    keyword_stats._stats.clear()
 
 
 @pytest.mark.django_db

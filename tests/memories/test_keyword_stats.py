@@ -1,4 +1,4 @@
-"""BM25 statistics of a scope (``memories.retrieval.keyword.partition_stats``): counted in
+"""BM25 statistics of a scope (``memories.retrieval.keyword_stats.partition_stats``): counted in
 the request the first time, then cached; once ``STATS_TTL_SECONDS`` old they are counted again
 off the request, however busy the scope, while searches go on with the old ones."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memories.models import Memory
-from memories.retrieval import keyword
+from memories.retrieval import keyword_stats
 from memory_project.after_response import drain
 from tenants.context import tenant_scope
 from tests.retrieval_helpers import searched
@@ -29,15 +29,15 @@ class _Clock:
 def clock(monkeypatch: Any) -> Iterator[_Clock]:
     """``keyword``'s clock, moved by hand; the statistics cache starts empty."""
     fake = _Clock()
-    monkeypatch.setattr(keyword.time, "monotonic", fake.monotonic)
-    keyword._stats.clear()
+    monkeypatch.setattr(keyword_stats.time, "monotonic", fake.monotonic)
+    keyword_stats._stats.clear()
     yield fake
-    keyword._stats.clear()
+    keyword_stats._stats.clear()
 
 
-def _stats(tenant: Any) -> keyword.PartitionStats:
+def _stats(tenant: Any) -> keyword_stats.PartitionStats:
     with tenant_scope(tenant.ctx):
-        return keyword.partition_stats(Memory.objects.filter(layer="user"), ("kayak",))
+        return keyword_stats.partition_stats(Memory.objects.filter(layer="user"), ("kayak",))
 
 
 @pytest.mark.django_db
@@ -52,7 +52,7 @@ def test_a_scope_searched_all_the_time_is_still_counted_again(tenant_a: Any,
     for _ in range(5):  # searched every minute: the statistics stay as they were counted
         clock.now += 60
         assert _stats(tenant_a) is first
-        if clock.now - 1_000.0 >= keyword.STATS_TTL_SECONDS:
+        if clock.now - 1_000.0 >= keyword_stats.STATS_TTL_SECONDS:
             break
     # the search that found them due used the old ones and had them counted again
     assert (first.size, first.df["kayak"]) == (3, 3)
@@ -65,12 +65,12 @@ def test_a_scope_searched_all_the_time_is_still_counted_again(tenant_a: Any,
 def test_keyword_search_sees_the_counted_statistics(tenant_a: Any, clock: _Clock) -> None:
     tenant_a.add("Kayak trip on the lake")
     searched(tenant_a, "kayak", mode="keyword")
-    (cached,) = keyword._stats.values()
+    (cached,) = keyword_stats._stats.values()
     assert cached.size == 1
     tenant_a.add("Kayak lesson with the kids")
-    clock.now += keyword.STATS_TTL_SECONDS
+    clock.now += keyword_stats.STATS_TTL_SECONDS
     assert len(searched(tenant_a, "kayak", mode="keyword")["results"]) == 2
-    (counted,) = keyword._stats.values()
+    (counted,) = keyword_stats._stats.values()
     assert (counted.size, counted.df["kayak"]) == (2, 2)
 
 
@@ -84,14 +84,14 @@ def test_the_recount_runs_on_the_background_thread_in_the_tenants_scope(
     first = _stats(tenant_a)
     tenant_a.add("Kayak lesson")
     counted_on: list[str] = []
-    counted = keyword._counted
+    counted = keyword_stats._counted
 
-    def recording(base: Any, postings: int | None = None) -> keyword.PartitionStats:
+    def recording(base: Any, postings: int | None = None) -> keyword_stats.PartitionStats:
         counted_on.append(threading.current_thread().name)
         return counted(base, postings)
 
-    monkeypatch.setattr(keyword, "_counted", recording)
-    clock.now += keyword.STATS_TTL_SECONDS
+    monkeypatch.setattr(keyword_stats, "_counted", recording)
+    clock.now += keyword_stats.STATS_TTL_SECONDS
     assert _stats(tenant_a) is first  # answered with the old statistics, not waiting
     drain()
     assert len(counted_on) == 1 and counted_on[0].startswith("after-response")
@@ -100,11 +100,11 @@ def test_the_recount_runs_on_the_background_thread_in_the_tenants_scope(
 
 
 def test_a_count_that_took_long_is_repeated_less_often() -> None:
-    ttl = keyword.STATS_TTL_SECONDS
-    quick = keyword.PartitionStats(size=10, avg_length=5.0, counted_at=0.0, cost=0.01)
-    slow = keyword.PartitionStats(size=10**6, avg_length=5.0, counted_at=0.0, cost=5.0)
+    ttl = keyword_stats.STATS_TTL_SECONDS
+    quick = keyword_stats.PartitionStats(size=10, avg_length=5.0, counted_at=0.0, cost=0.01)
+    slow = keyword_stats.PartitionStats(size=10**6, avg_length=5.0, counted_at=0.0, cost=5.0)
     assert not quick.due(ttl - 1) and quick.due(ttl)
-    stretched = slow.cost / keyword.RECOUNT_BUDGET  # 500 s: 1% of one core
+    stretched = slow.cost / keyword_stats.RECOUNT_BUDGET  # 500 s: 1% of one core
     assert not slow.due(ttl) and not slow.due(stretched - 1) and slow.due(stretched)
     slow.refreshing = True
     assert not slow.due(stretched * 10)  # one recount at a time

@@ -11,9 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memories.models import TermImpact
-from memories.retrieval import keyword
-from memories.retrieval.keyword import DOCUMENT_LEXEME, PartitionStats, champion_term, scope_hash
-from memories.retrieval.partition import partition_lexeme
+from memories.retrieval import keyword, keyword_stats
+from memories.retrieval.keyword import champion_term, scope_hash
+from memories.retrieval.keyword_stats import PartitionStats
+from memories.retrieval.partition import DOCUMENT_LEXEME, partition_lexeme
 from memories.services.deletion import memory_delete, memory_erase_by_identifiers
 from memories.services.memory import MemoryInput, memory_bulk_add, memory_update
 from tenants.context import tenant_scope
@@ -139,7 +140,7 @@ def tiny_cap(monkeypatch: Any) -> None:
     monkeypatch.setattr(keyword, "COMMON_TERM_SHARE", 0.5)
     monkeypatch.setattr(keyword, "CHAMPIONS", 2)
     monkeypatch.setattr(keyword, "IMPACT_REFERENCE_LENGTH", 4.0)
-    keyword._stats.clear()
+    keyword_stats._stats.clear()
 
 
 #: "pottery" in 3 of 8 memories (uncommon, over the cap of 2), "Melanie" in 6 (common).
@@ -173,7 +174,7 @@ def test_one_selective_term_over_the_cap_ranks_its_best_postings(tenant_a, tiny_
         got = keyword_contents(tenant_a, "Melanie's pottery", limit=2)
     assert any(reads_champions(q["sql"]) for q in queries.captured_queries)
     monkeypatch.setattr(keyword, "CHAMPIONS", 1)  # fewer than limit: every holder is scored
-    keyword._stats.clear()
+    keyword_stats._stats.clear()
     with CaptureQueriesContext(connection) as queries:
         exact = keyword_contents(tenant_a, "Melanie's pottery", limit=2)
     assert not any(reads_champions(q["sql"]) for q in queries.captured_queries)

@@ -13,9 +13,14 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memories.models import Memory, TermImpact
-from memories.retrieval import keyword
+from memories.retrieval import keyword, keyword_stats
 from memories.retrieval.keyword import scope_hash
-from memories.retrieval.partition import layer_queryset, partition_is, partition_lexeme
+from memories.retrieval.partition import (
+    DOCUMENT_LEXEME,
+    layer_queryset,
+    partition_is,
+    partition_lexeme,
+)
 from memories.services.deletion import memory_archive, memory_delete, memory_restore
 from memories.services.memory import memory_update
 from tenants.context import tenant_scope
@@ -30,7 +35,7 @@ USER = LayerIdentifiers(userId="u1")
 def lexemes_of(tenant: Any, memory: Memory) -> set[str]:
     with tenant_scope(tenant.ctx):
         return set(TermImpact.objects.filter(memory_id=memory.pk)
-                   .exclude(lexeme=keyword.DOCUMENT_LEXEME).values_list("lexeme", flat=True))
+                   .exclude(lexeme=DOCUMENT_LEXEME).values_list("lexeme", flat=True))
 
 
 def test_a_memory_search_cannot_return_has_no_postings_until_it_can(tenant_a: Any) -> None:
@@ -61,13 +66,13 @@ def test_postings_count_the_same_frequencies_as_the_memories(tenant_a: Any) -> N
         base = layer_queryset(Layer.USER, USER).filter(partition_is(lexeme))
         sql, params = base.values("search_vector").query.sql_with_params()
         terms = ["kayak", "lake", "sunday", "photo", "absent"]
-        scanned = keyword._frequencies(sql, list(params), terms, None)
-        counted = keyword._frequencies(sql, list(params), terms, scope_hash(lexeme))
+        scanned = keyword_stats._frequencies(sql, list(params), terms, None)
+        counted = keyword_stats._frequencies(sql, list(params), terms, scope_hash(lexeme))
     assert scanned == counted == {"kayak": 3, "lake": 4, "sunday": 1, "photo": 0, "absent": 0}
 
 
 def _frequency_queries(tenant: Any, **search: Any) -> list[str]:
-    keyword._stats.clear()
+    keyword_stats._stats.clear()
     with CaptureQueriesContext(connection) as captured:
         assert searched(tenant, "kayak lake", mode="keyword", **search)["results"]
     return [q["sql"] for q in captured.captured_queries  # the counts of document frequencies
@@ -89,7 +94,7 @@ def test_a_filter_decides_which_memories_compete_not_their_scores(tenant_a: Any)
     tenant_a.add("Kayak lesson", metadata={"tags": ["trip"]})
     for text in ("Lake house", "Lake view", "Kayak repair kit", "Sunday at the lake"):
         tenant_a.add(text)
-    keyword._stats.clear()
+    keyword_stats._stats.clear()
     with tenant_scope(tenant_a.ctx):
         lexeme = partition_lexeme(tenant_a.ctx.tenant_id, Layer.USER, USER)
         base = layer_queryset(Layer.USER, USER).filter(partition_is(lexeme))
@@ -109,8 +114,8 @@ def test_a_hyphenated_compound_is_counted_and_found(tenant_a: Any) -> None:
         base = layer_queryset(Layer.USER, USER).filter(partition_is(lexeme))
         sql, params = base.values("search_vector").query.sql_with_params()
         terms = ["self-car", "car"]
-        assert keyword._frequencies(sql, list(params), terms, scope_hash(lexeme)) == \
-            keyword._frequencies(sql, list(params), terms, None) == {"self-car": 1, "car": 1}
+        assert keyword_stats._frequencies(sql, list(params), terms, scope_hash(lexeme)) == \
+            keyword_stats._frequencies(sql, list(params), terms, None) == {"self-car": 1, "car": 1}
     found = searched(tenant_a, "self-care", mode="keyword")["results"]
     assert [r["memory"]["content"] for r in found] == [
         "Self-care matters to Caroline", "Caroline cares for her car"]  # "care" alone, lower
@@ -122,8 +127,8 @@ def _size_and_length(tenant: Any) -> tuple[tuple[int, float], tuple[int, float]]
     with tenant_scope(tenant.ctx):
         lexeme = partition_lexeme(tenant.ctx.tenant_id, Layer.USER, USER)
         base = layer_queryset(Layer.USER, USER).filter(partition_is(lexeme))
-        read = keyword._counted(base)
-        posted = keyword._counted(base, scope_hash(lexeme))
+        read = keyword_stats._counted(base)
+        posted = keyword_stats._counted(base, scope_hash(lexeme))
     return (read.size, round(read.avg_length, 9)), (posted.size, round(posted.avg_length, 9))
 
 
@@ -154,7 +159,7 @@ def test_a_search_reads_size_and_length_from_the_postings(tenant_a: Any) -> None
     tenant_a.add("Lake house")
 
     def aggregates(**search: Any) -> list[str]:
-        keyword._stats.clear()
+        keyword_stats._stats.clear()
         with CaptureQueriesContext(connection) as captured:
             assert searched(tenant_a, "kayak lake", mode="keyword", **search)["results"]
         return [q["sql"] for q in captured.captured_queries
