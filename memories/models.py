@@ -91,6 +91,11 @@ class Memory(TenantOwnedModel):
     #: Text around the memory that helps find it (e.g. the neighbouring turns of a conversation):
     #: indexed for keyword search at a lower weight, never returned as the memory's content.
     context = models.TextField(blank=True, default="")
+    #: When what the memory records was said or happened, on its source's clock (a
+    #: conversation turn's session time), as the writer gave it (``occurredAt``); ``NULL``
+    #: when not given. ``created_at`` is when it was recorded here. Hybrid search matches a
+    #: query's dates against it, else against ``created_at`` (``memories.retrieval.when``).
+    occurred_at = models.DateTimeField(null=True, blank=True)
     #: English full-text vector kept by PostgreSQL (stemming: "running" → "run"); ``content``
     #: carries weight A, ``context`` weight D.
     search_vector = models.GeneratedField(

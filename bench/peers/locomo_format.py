@@ -15,8 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
+#: ``session_N_date_time`` as LoCoMo writes it: ``"1:56 pm on 8 May, 2023"``.
+SESSION_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 _SESSION_RE = re.compile(r"^session_(\d+)$")
 _DIA_RE = re.compile(r"D\d+:\d+")
 RETRIEVAL_CATEGORIES = (1, 2, 3, 4)
@@ -41,6 +44,16 @@ class Turn:
         """Memory content: ``"<speaker>: <text>"``, plus the shared image's caption."""
         caption = f" [shares an image: {self.image_caption}]" if self.image_caption else ""
         return f"{self.speaker}: {self.text}{caption}"
+
+    @property
+    def occurred_at(self) -> datetime | None:
+        """The session's time (``"1:56 pm on 8 May, 2023"``), read as UTC; ``None`` when the
+        file gives none or another form."""
+        try:
+            return datetime.strptime(self.session_date.strip(), SESSION_DATE_FORMAT).replace(
+                tzinfo=UTC)
+        except ValueError:
+            return None
 
     def metadata(self) -> dict[str, Any]:
         """Speaker, session number and date, ``dia_id`` and image caption, as metadata."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -43,7 +44,9 @@ class MemoryInput:
 
     ``task_id``: the task the memory was written for (seed 004 ``TaskID``), ``None`` for none;
     not a layer identifier (layer and scope do not depend on it), validated as one
-    (:func:`memories.retrieval.filters.task_id_value`).
+    (:func:`memories.retrieval.filters.task_id_value`). ``occurred_at``: when what it records
+    was said or happened on its source's clock (aware), ``None`` when unknown
+    (``Memory.occurred_at``).
     """
 
     content: str
@@ -59,6 +62,7 @@ class MemoryInput:
     sensitive: bool = False
     private: bool = False
     task_id: str | None = None
+    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,7 @@ def _build(ctx: TenantContext, item: MemoryInput, operation: str,
         sensitive=item.sensitive,
         private=item.private,
         task_id=task_id,
+        occurred_at=item.occurred_at,
         embedding_model=get_embedder().model_name,
         **columns,
     )
@@ -290,8 +295,9 @@ def memory_update(
     shallow-merged (a key set to ``null`` is removed, as in JSON Merge Patch, RFC 7386, at the
     top level) and does not re-embed. Both bump ``updatedAt`` and ``version``. ``fields`` may
     set ``importance``, ``confidence``, ``decay_rate``, ``kind``, ``scope``, ``sensitive``,
-    ``private``, ``context``. The model runs before the row is locked; the metadata patch is
-    merged into the row as locked, so concurrent updates without a version lose nothing.
+    ``private``, ``context``, ``occurred_at``. The model runs before the row is locked; the
+    metadata patch is merged into the row as locked, so concurrent updates without a version
+    lose nothing.
 
     An update counts as an access (seed 001 "Importance Scoring"): ``access_count`` and
     ``last_accessed_at`` move and ``importance`` is recomputed (:func:`importance_expression`)

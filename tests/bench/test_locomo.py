@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -104,6 +106,8 @@ def test_it_parses_turns_context_and_questions() -> None:
                              "[shares an image: a photo of a grey dog on a sofa]")
     assert third.context == "Melanie: Busy! I went hiking.\nMelanie: So cute, I love dogs."
     assert conv[5].context == "Caroline: Nice, where are they?"  # sessions do not mix
+    assert third.occurred_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert replace(third, session_date="8 May 2023").occurred_at is None  # another form
     asked = list(questions(SAMPLES[0]))
     assert [(q.category, q.evidence) for q in asked] == [
         (4, ("D1:3",)), (2, ("D1:3", "D1:5")), (1, ("D1:2", "D2:1"))]
@@ -135,6 +139,11 @@ def test_import_creates_a_project_and_a_memory_per_turn(tenant_a, locomo_file) -
         "diaId": "D1:3", "imageCaption": "a photo of a grey dog on a sofa",
     }
     assert dog.context == "Melanie: Busy! I went hiking.\nMelanie: So cute, I love dogs."
+    # the session's time is the turn's time on the conversation's clock (the reranker's
+    # dates); created_at stays the time of the import
+    assert dog.occurred_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert conv1["D2:1"].occurred_at == datetime(2023, 5, 20, 10, 0, tzinfo=UTC)
+    assert dog.created_at > dog.occurred_at
     assert "imageCaption" not in conv1["D1:4"].metadata
     assert conv1["D2:1"].metadata["session"] == 2
     assert conv1["D2:1"].metadata["sessionDate"] == "10:00 am on 20 May, 2023"

@@ -79,7 +79,8 @@ class Command(BaseCommand):
                 batch = pending[start : start + batch_size]
                 items = [
                     MemoryInput(content=t.content, layer="project", identifiers=identifiers,
-                                metadata=t.metadata(), context=t.context, kind=Kind.EPISODE)
+                                metadata=t.metadata(), context=t.context, kind=Kind.EPISODE,
+                                occurred_at=t.occurred_at)
                     for t in batch
                 ]
                 with tenant_job(ctx):

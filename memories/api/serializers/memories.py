@@ -79,6 +79,12 @@ class IdentifiersField(serializers.JSONField):
             raise serializers.ValidationError(err.message) from None
 
 
+OCCURRED_AT_HELP = (
+    "When what the memory records was said or happened on its source's clock (ISO 8601 date "
+    "or date-time; e.g. a conversation turn's session time); createdAt is when it was stored. "
+    "Hybrid search matches the dates a query names against it (else against createdAt).")
+
+
 class MemoryWriteSerializer(serializers.Serializer):
     """Body of ``POST /api/v1/memories`` (seed 001 ``AddMemoryInput``)."""
 
@@ -104,6 +110,8 @@ class MemoryWriteSerializer(serializers.Serializer):
     taskId = TaskIdField(required=False, default=None,
                          help_text="The task the memory was written for (seed 004 TaskID); "
                                    "an exact filter of list and search, not a layer identifier.")
+    occurredAt = serializers.DateTimeField(required=False, default=None, allow_null=True,
+                                           help_text=OCCURRED_AT_HELP)
 
     def to_input(self) -> MemoryInput:
         return memory_input(self.validated_data)
@@ -128,6 +136,7 @@ def memory_input(data: dict[str, Any]) -> MemoryInput:
         sensitive=data["sensitive"],
         private=data["private"],
         task_id=data.get("taskId"),
+        occurred_at=data.get("occurredAt"),
     )
 
 
@@ -195,10 +204,13 @@ class MemoryUpdateSerializer(serializers.Serializer):
                                        validators=[_finite])
     sensitive = StrictBooleanField(required=False)
     private = StrictBooleanField(required=False)
+    occurredAt = serializers.DateTimeField(required=False, allow_null=True,
+                                           help_text=OCCURRED_AT_HELP)
 
     FIELD_NAMES = {"context": "context", "kind": "kind", "scope": "scope",
                    "importance": "importance", "confidence": "confidence",
-                   "decayRate": "decay_rate", "sensitive": "sensitive", "private": "private"}
+                   "decayRate": "decay_rate", "sensitive": "sensitive", "private": "private",
+                   "occurredAt": "occurred_at"}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not set(attrs) - {"version"}:
@@ -226,6 +238,7 @@ class MemorySerializer(serializers.ModelSerializer):
     lastAccessedAt = serializers.DateTimeField(source="last_accessed_at", allow_null=True)
     deletedAt = serializers.DateTimeField(source="deleted_at", allow_null=True)
     contentHash = serializers.CharField(source="content_hash")
+    occurredAt = serializers.DateTimeField(source="occurred_at", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
     baseImportance = serializers.SerializerMethodField()
@@ -245,7 +258,7 @@ class MemorySerializer(serializers.ModelSerializer):
             "confidenceState", "decayRate", "lastConfirmedAt", "referenceCount",
             "lastReferencedAt", "accessCount", "lastAccessedAt", "sensitive", "private",
             "state", "deletedAt", "prunedAt", "restoredAt", "feedbackCount", "meanReward",
-            "contentHash", "version", "createdAt", "updatedAt",
+            "contentHash", "version", "occurredAt", "createdAt", "updatedAt",
         ]
         read_only_fields = fields
 

@@ -77,6 +77,7 @@ def memory_representation(memory: Memory) -> dict[str, Any]:
                        if memory.feedback_count else None),
         "contentHash": memory.content_hash,
         "version": int(memory.version),
+        "occurredAt": iso(memory.occurred_at),
         "createdAt": iso(memory.created_at),
         "updatedAt": iso(memory.updated_at),
     }
