@@ -40,6 +40,7 @@ from memories.retrieval.rerank import (
     log_features,
     names_in,
 )
+from memories.retrieval.when import falls_in, memory_time, query_windows
 from tenants.layers import Layer
 
 RRF_K = 60
@@ -134,6 +135,7 @@ def _features(query: str, hits: list[SearchHit], adjacent: dict[Any, Adjacent],
     best = max(scores.values(), default=0.0) or 1.0
     speakers = [str((hit.memory.metadata or {}).get("speaker") or "") for hit in hits]
     named = names_in(query, speakers)
+    windows = query_windows(query)
     matrix = np.zeros((len(hits), len(FEATURES)))
     for i, hit in enumerate(hits):
         memory = hit.memory
@@ -154,5 +156,6 @@ def _features(query: str, hits: list[SearchHit], adjacent: dict[Any, Adjacent],
             float(before is not None and is_question(before.content)),
             length_feature(memory.content),
             float(bm25 == 0.0),
+            float(falls_in(windows, memory_time(memory))),
         )
     return matrix

@@ -1,7 +1,7 @@
-"""The reranker of hybrid search: a logistic regression over a dozen features of each
+"""The reranker of hybrid search: a logistic regression over thirteen features of each
 candidate, trained offline on the LoCoMo development set (``manage.py train_reranker``).
 
-Features (one row per candidate, :data:`FEATURES` order; shape ``(candidates, 12)``):
+Features (one row per candidate, :data:`FEATURES` order; shape ``(candidates, 13)``):
 
 - ``bm25``: the candidate's BM25 divided by the best BM25 of its layer's candidates, [0, 1];
 - ``cosine``: cosine similarity of its embedding to the query's;
@@ -13,7 +13,11 @@ Features (one row per candidate, :data:`FEATURES` order; shape ``(candidates, 12
 - ``question``: 1 when its content ends with "?" (it asks rather than tells);
 - ``prev_question``: 1 when the memory before it ends with "?" (it may be the answer);
 - ``length``: ``ln(1 + words of the content)``;
-- ``keyword_miss``: 1 when no query term is in it (found by meaning or as a neighbour only).
+- ``keyword_miss``: 1 when no query term is in it (found by meaning or as a neighbour only);
+- ``time_match``: 1 when the query names a date (``memories.retrieval.when``) and the
+  candidate's time (``occurred_at``, else ``created_at``) falls on it. It is 0 for every
+  candidate of a query that names none, so it orders only dated queries; its weight is fitted
+  after the others, with them held (``bench.reranker_training.fit``).
 
 The score is the regression's probability ``1 / (1 + exp(−(w·x + b)))``. The weights ship in
 ``reranker.json`` beside this module (feature names, weights, intercept and where they came
@@ -39,7 +43,11 @@ import numpy as np
 FEATURES = (
     "bm25", "cosine", "prev_bm25", "next_bm25", "prev_cosine", "next_cosine",
     "speaker", "other_speaker", "question", "prev_question", "length", "keyword_miss",
+    "time_match",
 )
+#: Features that are 0 for every candidate of a query they do not apply to, fitted in a
+#: second stage (``bench.reranker_training.fit``): the ranking of other queries stays.
+QUERY_CONDITIONAL = ("time_match",)
 WEIGHTS_PATH = Path(__file__).with_name("reranker.json")
 
 
