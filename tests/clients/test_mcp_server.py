@@ -76,7 +76,7 @@ async def scenario(client: Client) -> dict[str, Any]:
         seen["tools"] = {t.name: t.input_schema for t in listed.tools}
         added = await client.call_tool("memory_add", {
             "content": "Maria moved to Lisbon in May 2023", "layer": "user",
-            "identifiers": USER, "tags": ["move"]})
+            "identifiers": USER, "tags": ["move"], "occurred_at": "2023-05-14"})
         memory = added.structured_content["memory"]
         seen["added"] = memory
         seen["search"] = (await client.call_tool("memory_search", {
@@ -123,6 +123,7 @@ def check(seen: dict[str, Any]) -> None:
     assert search_schema["properties"]["mode"]["enum"] == ["hybrid", "semantic", "keyword"]
     assert "description" in search_schema["properties"]["identifiers"]
     memory_id = seen["added"]["id"]
+    assert seen["added"]["occurredAt"] == "2023-05-14T00:00:00Z"
     assert [r["memory"]["id"] for r in seen["search"]["results"]] == [memory_id]
     assert seen["recall"]["results"][0]["memory"]["id"] == memory_id
     assert seen["updated"]["memory"]["version"] == 2

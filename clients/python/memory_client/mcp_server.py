@@ -79,12 +79,16 @@ async def memory_add(
     layer: Annotated[LayerName, Field(description="Whose memory it is.")],
     identifiers: Identifiers = None,
     tags: Annotated[list[str] | None, Field(description="Tags for filtering.")] = None,
+    occurred_at: Annotated[str | None, Field(description=(
+        "When it was said or happened, if not now (ISO 8601 date or date-time); searches "
+        "that name a date match it."))] = None,
     ctx: Context | None = None,
 ) -> dict[str, Any]:
     """Store a memory. Returns {"memory": {...}, "embeddingGenerated": bool}."""
     metadata = {"tags": tags} if tags else None
+    fields = {"occurredAt": occurred_at} if occurred_at else {}
     return dict(await _call(ctx, "add", content, layer=layer, identifiers=identifiers,
-                            metadata=metadata))
+                            metadata=metadata, **fields))
 
 
 @server.tool()
