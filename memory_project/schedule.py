@@ -63,6 +63,18 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
 }
 
 
+def periodic_task_names() -> list[str]:
+    """The tasks the beat starts (``memories.run_job`` for the ``"job"`` entries), sorted."""
+    return sorted({str(entry.get("task", "memories.run_job")) for entry in BEAT_SCHEDULE.values()})
+
+
+def periodic_routes(queue: str) -> dict[str, dict[str, str]]:
+    """Celery's ``task_routes``: every task of :func:`periodic_task_names` to ``queue``.
+    ``memories.run_job`` queues its per-tenant jobs on the queue it came from, so they follow.
+    An admin's queue on an entry (``PeriodicTask.queue``) still wins."""
+    return {name: {"queue": queue} for name in periodic_task_names()}
+
+
 def sync_beat_schedule() -> list[str]:
     """Create the periodic tasks of ``BEAT_SCHEDULE`` that do not exist yet.
 

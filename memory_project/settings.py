@@ -10,11 +10,13 @@ import secrets
 from typing import Any
 
 import dj_database_url
+from kombu import Queue
 
 from memory_project import embedded
 from memory_project.env import env_bool, env_float, env_int, env_list, env_str
 from memory_project.paths import BASE_DIR, VAR_DIR
 from memory_project.redis_urls import kombu_url
+from memory_project.schedule import periodic_routes
 
 DEBUG = env_bool("DEBUG", False)
 
@@ -143,6 +145,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600),
 }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Two queues. Jobs that requests queue (graph extraction, summaries, ...) go to the default
+# one; the beat's jobs (memory_project.schedule), and the per-tenant jobs they fan out to, go
+# to the periodic one. A worker started without -Q consumes both, taking them in turn
+# (kombu's Redis transport rotates the queues it polls), so a backlog of request jobs delays a
+# periodic job by one job, not by the whole backlog.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
+PERIODIC_JOBS_QUEUE = env_str("CELERY_PERIODIC_QUEUE", "periodic")
+CELERY_TASK_QUEUES = (Queue(CELERY_TASK_DEFAULT_QUEUE), Queue(PERIODIC_JOBS_QUEUE))
+CELERY_TASK_ROUTES = periodic_routes(PERIODIC_JOBS_QUEUE)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 

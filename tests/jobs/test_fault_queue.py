@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 
 from tests.fault_helpers import RedisServer, stale_tenant
 from tests.helpers import wait_for
@@ -93,7 +94,8 @@ def test_jobs_queued_while_redis_is_down_run_once_it_is_back(
     log = redis_server.socket.parent / "worker.log"
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "memory_project", "worker", "-Q",
-         f"{queue},celery", "--pool", "solo", "--loglevel", "INFO"],
+         f"{queue},{settings.CELERY_TASK_DEFAULT_QUEUE},{settings.PERIODIC_JOBS_QUEUE}",
+         "--pool", "solo", "--loglevel", "INFO"],
         env={**_env(), "REDIS_URL": redis_server.url, "EMBEDDING_TORCH_THREADS": "1",
              "LOG_FORMAT": "plain"},
         stdout=subprocess.DEVNULL, stderr=log.open("wb"))
