@@ -9,7 +9,8 @@ gets one feature from this (``time_match``, ``memories.retrieval.rerank``): on t
 development set it lifted R@10 by 1.3 points, cross-fold as in-sample
 (``docs/performance.md``, "Retrieval quality").
 
-What is read, case-sensitively for month names (so the verb "may" is no month): a day, month
+What is read, case-sensitively for month names (so the verb "may" is no month, nor "May"
+opening the query without a day or year): a day, month
 and year ("October 13, 2023", "13 October 2023", "Oct 13th, 2023", "2023-10-13"); a month
 and year ("July 2023"); a month and day ("June 27"); a month ("in June", any year); a year
 ("in 2023"). Relative expressions ("last week") are not read: a query has no date of its own
@@ -80,6 +81,9 @@ def query_windows(query: str) -> tuple[TimeWindow, ...]:
         for match in pattern.finditer(query):
             if any(start < match.end() and match.start() < end for start, end in taken):
                 continue
+            opens = not query[:match.start()].strip()
+            if parts == ("month",) and match.group(1) == "May" and opens:
+                continue  # "May I ask ...": the question's first word, not the month
             taken.append(match.span())
             window = _window(parts, match.groups())
             if window is not None:

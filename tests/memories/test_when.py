@@ -27,6 +27,8 @@ from tests.retrieval_helpers import ids, searched
     ("What happened on June 27?", [TimeWindow(None, 6, 27)]),
     ("How often did she swim in 2023?", [TimeWindow(2023, None, None)]),
     ("Between May 2022 and August 2023", [TimeWindow(2022, 5), TimeWindow(2023, 8)]),
+    ("May 14 was her birthday?", [TimeWindow(None, 5, 14)]),
+    ("What did she plant in May?", [TimeWindow(None, 5, None)]),
 ])
 def test_the_dates_a_query_names_are_read(query: str, windows: list[TimeWindow]) -> None:
     assert list(query_windows(query)) == windows
@@ -34,6 +36,7 @@ def test_the_dates_a_query_names_are_read(query: str, windows: list[TimeWindow])
 
 @pytest.mark.parametrize("query", [
     "What may Caroline paint next?",     # the verb, not the month
+    "May I ask what Caroline painted?",  # nor at the start of the question
     "Where did Jun go on holiday?",      # an abbreviation alone may be a name
     "What did she buy on March 32, 2023?",  # no such day: nothing rather than a wrong date
     "What did she read last week?",      # relative: nothing to resolve it against
