@@ -34,7 +34,8 @@ def test_occurred_at_is_written_read_patched_and_cleared(tenant_a) -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("value", ["yesterday", "2023-13-01", 20230620, ["2023-06-20"]])
+@pytest.mark.parametrize("value", ["yesterday", "2023-13-01", 20230620, ["2023-06-20"],
+                                   "0001-01-01T00:00:00+05:00", "2023-06-20T10:00:00+25:00"])
 def test_a_bad_occurred_at_is_refused_and_nothing_is_stored(tenant_a, value) -> None:
     response = tenant_a.client.post(URL, {
         "content": "We camped by the lake.", "layer": "user",
