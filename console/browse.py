@@ -47,9 +47,9 @@ IDENTIFIER_PARAMS: dict[str, tuple[str, str]] = {
 FILTER_PARAMS: tuple[str, ...] = ("layer", "kind", "state", "tag", "created_after",
                                   "created_before", "contains", *IDENTIFIER_PARAMS)
 #: The columns of an export, in order.
-EXPORT_FIELDS: tuple[str, ...] = ("id", "created_at", "updated_at", "layer", "identifiers",
-                                  "kind", "state", "tags", "importance", "confidence",
-                                  "content", "metadata")
+EXPORT_FIELDS: tuple[str, ...] = ("id", "created_at", "updated_at", "occurred_at", "layer",
+                                  "identifiers", "kind", "state", "tags", "importance",
+                                  "confidence", "content", "metadata")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _DATE = {"type": "date"}
 
@@ -170,11 +170,14 @@ def memories_browse(ctx: TenantContext, filters: BrowseFilters) -> QuerySet[Memo
 
 def export_row(memory: Memory) -> dict[str, Any]:
     """One memory as an export row: the :data:`EXPORT_FIELDS`, times ISO 8601 with their
-    zone, ``identifiers`` camelCase, ``tags`` from ``metadata.tags`` (``[]`` when none)."""
+    zone (``occurred_at`` ``None`` when the writer gave none), ``identifiers`` camelCase,
+    ``tags`` from ``metadata.tags`` (``[]`` when none)."""
     tags = (memory.metadata or {}).get("tags")
     return {
         "id": str(memory.pk), "created_at": memory.created_at.isoformat(),
-        "updated_at": memory.updated_at.isoformat(), "layer": memory.layer,
+        "updated_at": memory.updated_at.isoformat(),
+        "occurred_at": memory.occurred_at.isoformat() if memory.occurred_at else None,
+        "layer": memory.layer,
         "identifiers": memory.identifiers, "kind": memory.kind, "state": memory.state,
         "tags": tags if isinstance(tags, list) else [], "importance": memory.importance,
         "confidence": memory.confidence, "content": memory.content,
@@ -219,7 +222,9 @@ def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[bytes]:
 
 def _cell(value: Any) -> str:
     """A CSV cell: lists and objects as JSON; text a spreadsheet would read as a formula
-    (leading ``=``, ``+``, ``-``, ``@``) gets a leading ``'``."""
+    (leading ``=``, ``+``, ``-``, ``@``) gets a leading ``'``; ``None`` is empty."""
+    if value is None:
+        return ""
     if isinstance(value, str):
         return "'" + value if value.startswith(_FORMULA_START) else value
     if isinstance(value, dict | list):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from console.browse import BrowseFilters, export_rows
+from console.browse import BrowseFilters, export_row, export_rows
 from memories.models import Memory, State
 from memories.services.deletion import memory_archive, memory_delete
 from tenants.context import tenant_scope
@@ -299,14 +299,15 @@ def test_the_csv_export_holds_the_filtered_memories(seeded: dict[str, Memory], t
     assert response["Content-Disposition"] == (
         f'attachment; filename="memories-{tenant_a.tenant.slug}-{today}.csv"')
     rows = list(csv.DictReader(io.StringIO(body)))
-    assert list(rows[0]) == ["id", "created_at", "updated_at", "layer", "identifiers", "kind",
-                             "state", "tags", "importance", "confidence", "content",
-                             "metadata"]
+    assert list(rows[0]) == ["id", "created_at", "updated_at", "occurred_at", "layer",
+                             "identifiers", "kind", "state", "tags", "importance",
+                             "confidence", "content", "metadata"]
     assert [r["content"] for r in rows] == ["'=cmd|' /C calc'!A0 formula", "A deleted thought",
                                             "Bob moved to Lyon", "Alice drinks Green Tea"]
     tea = rows[-1]
     assert tea["id"] == str(seeded["tea"].pk)
     assert tea["created_at"] == "2024-05-03T12:00:00+00:00"
+    assert tea["occurred_at"] == ""
     assert json.loads(tea["tags"]) == ["drinks", "food"]
     assert json.loads(tea["identifiers"]) == {"userId": "u1",
                                               "companyId": tenant_a.tenant.slug}
@@ -326,8 +327,10 @@ def test_the_json_lines_export_holds_every_field_but_embeddings(
     lines = [json.loads(line) for line in body.splitlines()]
     assert len(lines) == 1
     row = lines[0]
-    assert list(row) == ["id", "created_at", "updated_at", "layer", "identifiers", "kind",
-                         "state", "tags", "importance", "confidence", "content", "metadata"]
+    assert list(row) == ["id", "created_at", "updated_at", "occurred_at", "layer",
+                         "identifiers", "kind", "state", "tags", "importance", "confidence",
+                         "content", "metadata"]
+    assert row["occurred_at"] is None  # the writer gave none
     assert row["content"] == "Bob moved to Lyon" and row["state"] == "archived"
     assert row["identifiers"] == {"userId": "u2", "companyId": tenant_a.tenant.slug}
     assert row["tags"] == ["moves"]
@@ -403,3 +406,6 @@ def test_the_memory_page_shows_both_clocks(tenant_a: Any, admin: Client) -> None
     assert re.search(r"<th>Occurred</th><td[^>]*>2023-10-13 10:31:00 UTC", body)
     assert "<th>Created</th>" in body
     assert "<th>Occurred</th>" not in text(admin.get(url(tenant_a, f"memories/{plain.pk}/")))
+    with tenant_scope(tenant_a.ctx):
+        said.refresh_from_db()
+    assert export_row(said)["occurred_at"] == "2023-10-13T10:31:00+00:00"
