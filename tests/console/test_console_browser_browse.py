@@ -75,7 +75,8 @@ def test_an_admin_filters_by_layer_and_archives_two_memories_after_confirming(
         page.click("#export-csv")
     assert download.value.suggested_filename.startswith(f"memories-{slug}-")
     exported = Path(download.value.path()).read_text().splitlines()
-    assert len(exported) == 3 and exported[0].startswith("id,created_at,updated_at,layer")
+    assert len(exported) == 3
+    assert exported[0].startswith("id,created_at,updated_at,occurred_at,layer")
     with tenant_scope(tenant_a.ctx):
         assert dict(Memory.objects.values_list("content", "state")) == {
             "Alice drinks green tea": State.ARCHIVED, "Alice walks to work": State.ARCHIVED,
