@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from console.browse import BrowseFilters, export_row, export_rows
+from console.browse import BrowseFilters, export_rows
 from memories.models import Memory, State
 from memories.services.deletion import memory_archive, memory_delete
 from tenants.context import tenant_scope
@@ -397,15 +397,3 @@ def test_signed_out_visitors_are_sent_to_the_login_page(tenant_a: Any) -> None:
         assert response.status_code == 302
         assert response["Location"].startswith("/console/login/")
 
-
-def test_the_memory_page_shows_both_clocks(tenant_a: Any, admin: Client) -> None:
-    said = tenant_a.add("Melanie: here's the sunset I painted",
-                        occurred_at=datetime(2023, 10, 13, 10, 31, tzinfo=UTC))
-    plain = tenant_a.add("Alice drinks Green Tea")
-    body = text(admin.get(url(tenant_a, f"memories/{said.pk}/")))
-    assert re.search(r"<th>Occurred</th><td[^>]*>2023-10-13 10:31:00 UTC", body)
-    assert "<th>Created</th>" in body
-    assert "<th>Occurred</th>" not in text(admin.get(url(tenant_a, f"memories/{plain.pk}/")))
-    with tenant_scope(tenant_a.ctx):
-        said.refresh_from_db()
-    assert export_row(said)["occurred_at"] == "2023-10-13T10:31:00+00:00"
