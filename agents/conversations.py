@@ -1,6 +1,7 @@
 """Conversation ingestion: messages in, memories out (facts, preferences, events, with the
-date they refer to), each decided against what is stored (``agents.reconcile``): added,
-superseding a fact it contradicts, or nothing when it is known.
+date they refer to, kept as ``metadata.occurredOn`` and as the memory's ``occurred_at``), each
+decided against what is stored (``agents.reconcile``): added, superseding a fact it
+contradicts, or nothing when it is known.
 
 The API queues the work (``POST /api/v1/conversations`` answers 202 with the job id); a
 Celery worker runs :func:`conversation_ingest`, which the LoCoMo benchmark also calls
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from django.utils import timezone
@@ -187,8 +188,9 @@ def conversation_ingest(ctx: TenantContext, *, messages: list[ConversationMessag
                 metadata["occurredOn"] = fact.occurred_on
             try:
                 memory = memory_add(ctx, item=MemoryInput(
-                    content=fact.text, layer=layer_name, identifiers=scope,
-                    metadata=metadata)).memory
+                    content=fact.text, layer=layer_name, identifiers=scope, metadata=metadata,
+                    occurred_at=occurred_at(fact.occurred_on,
+                                            [window[i] for i in fact.message_indexes]))).memory
             except MemoryServiceError as err:
                 outcome.refused += 1
                 logger.warning("conversation fact not stored (%s): %s", err.code, err)
@@ -199,6 +201,20 @@ def conversation_ingest(ctx: TenantContext, *, messages: list[ConversationMessag
                 if old is not None and memory_supersede(ctx, old=old, new=memory):
                     outcome.superseded.append((other.id, str(memory.pk)))
     return outcome
+
+
+def occurred_at(occurred_on: str, cited: list[ConversationMessage]) -> datetime | None:
+    """A fact's time on the conversation's clock (``Memory.occurred_at``): the day it
+    happened when the conversation says so (``occurred_on``, ISO date, read as midnight
+    UTC), else when the latest message it comes from was written (a time without a zone
+    read as UTC), else ``None``."""
+    if occurred_on:
+        try:
+            return datetime.combine(date.fromisoformat(occurred_on), time(), tzinfo=UTC)
+        except ValueError:
+            pass
+    stamps = [m.at if m.at.tzinfo else m.at.replace(tzinfo=UTC) for m in cited if m.at]
+    return max(stamps) if stamps else None
 
 
 def conversation_ingest_job(ctx: TenantContext, *, messages: list[dict[str, Any]], layer: str,

@@ -4,6 +4,7 @@ ones skipped, contradictions superseding the stored fact (kept in history, shown
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -56,7 +57,21 @@ def test_it_stores_the_facts_of_a_conversation_with_their_date(tenant_a: Any) ->
     assert memory.content == "Maria: I adopted a grey cat named Pixel yesterday."
     assert memory.metadata["sourceMessages"] == ["m3"]
     assert memory.metadata["occurredOn"] == "2023-05-07"
+    assert memory.occurred_at == datetime(2023, 5, 7, tzinfo=UTC)  # what "yesterday" meant
     assert memory.metadata["source"] == {"type": "conversation"}
+
+
+def test_a_fact_without_a_date_occurred_when_its_message_was_written(tenant_a: Any) -> None:
+    ingest(tenant_a, [
+        {"role": "user", "name": "Maria", "createdAt": "2023-05-08T10:00:00",
+         "content": "I adopted a grey cat named Pixel."},
+        {"role": "user", "name": "Maria", "content": "I play the cello in an orchestra."},
+    ])
+    with tenant_scope(tenant_a.ctx):
+        times = {m.content: m.occurred_at for m in Memory.objects.filter(user_id="maria")}
+    assert times == {"Maria: I adopted a grey cat named Pixel.": datetime(2023, 5, 8, 10,
+                                                                          tzinfo=UTC),
+                     "Maria: I play the cello in an orchestra.": None}
 
 
 def test_a_contradiction_supersedes_the_stored_fact(tenant_a: Any) -> None:
