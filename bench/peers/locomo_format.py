@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
-#: ``session_N_date_time`` as LoCoMo writes it: ``"1:56 pm on 8 May, 2023"``.
-SESSION_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+#: ``session_N_date_time`` as LoCoMo writes it: ``"1:56 pm on 8 May, 2023"`` (or "Sep").
+SESSION_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y")
 _SESSION_RE = re.compile(r"^session_(\d+)$")
 _DIA_RE = re.compile(r"D\d+:\d+")
 RETRIEVAL_CATEGORIES = (1, 2, 3, 4)
@@ -47,13 +47,8 @@ class Turn:
 
     @property
     def occurred_at(self) -> datetime | None:
-        """The session's time (``"1:56 pm on 8 May, 2023"``), read as UTC; ``None`` when the
-        file gives none or another form."""
-        try:
-            return datetime.strptime(self.session_date.strip(), SESSION_DATE_FORMAT).replace(
-                tzinfo=UTC)
-        except ValueError:
-            return None
+        """The session's time (:func:`session_time`)."""
+        return session_time(self.session_date)
 
     def metadata(self) -> dict[str, Any]:
         """Speaker, session number and date, ``dia_id`` and image caption, as metadata."""
@@ -78,6 +73,17 @@ class Question:
     question: str
     category: int
     evidence: tuple[str, ...]
+
+
+def session_time(label: str) -> datetime | None:
+    """A LoCoMo session date (``"1:56 pm on 8 May, 2023"``) as a UTC time; ``None`` when
+    the file gives none or another form."""
+    for fmt in SESSION_DATE_FORMATS:
+        try:
+            return datetime.strptime(label.strip(), fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
 
 
 def is_locomo(data: Any) -> TypeGuard[list[dict[str, Any]]]:

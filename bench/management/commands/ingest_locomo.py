@@ -23,20 +23,11 @@ from tqdm import tqdm
 from agents.conversations import ConversationMessage, conversation_ingest
 from bench.commands import locomo_input
 from bench.locomo import Turn, turns
+from bench.peers.locomo_format import session_time
 from memories.models import Memory, State
 from tenants.entry import tenant_job
 from tenants.layers import LayerIdentifiers
 from tenants.services import project_get_or_create
-
-
-def session_time(label: str) -> datetime | None:
-    """A LoCoMo session date ("1:56 pm on 8 May, 2023") as a UTC time, or ``None``."""
-    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"):
-        try:
-            return datetime.strptime(label.strip(), fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
 
 
 def sessions(sample: dict[str, Any]) -> list[list[Turn]]:
