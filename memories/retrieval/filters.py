@@ -1,15 +1,17 @@
 """Metadata filters of seed 001 (``MetadataFilter``): tags (OR), source type, knowledge
-pointers, and custom fields with equality, contains and range operators; and the task a
-memory was written for (seed 004 ``TaskID``, the ``task_id`` column), matched exactly.
+pointers, and custom fields with equality, contains and range operators; the task a memory
+was written for (seed 004 ``TaskID``, the ``task_id`` column), matched exactly; and a range
+of the memory's time (``occurredAt``: ``occurred_at``, else ``created_at``).
 
 JSON form (search and recall body, ``filter``)::
 
     {"tags": ["a", "b"], "sourceType": "manual", "hasKnowledgePointer": true, "taskId": "t1",
-     "custom": {"priority": 3, "topic": {"contains": "db"}, "score": {"gte": 0.5, "lt": 1}}}
+     "custom": {"priority": 3, "topic": {"contains": "db"}, "score": {"gte": 0.5, "lt": 1}},
+     "occurredAt": {"gte": "2023-06-01", "lt": "2023-07-01"}}
 
 Query-string form (list): ``tags=a,b&sourceType=manual&hasKnowledgePointer=true&taskId=t1&
-custom.priority=3&custom.topic__contains=db&custom.score__gte=0.5``. Dotted names reach
-nested fields (``custom.owner.team=core``).
+custom.priority=3&custom.topic__contains=db&custom.score__gte=0.5&
+occurredAt__gte=2023-06-01``. Dotted names reach nested fields (``custom.owner.team=core``).
 """
 
 from __future__ import annotations
@@ -18,16 +20,20 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import CharField, Func, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Coalesce
+from django.utils.dateparse import parse_datetime
 
 from memory_project.errors import InvalidInput
 from memory_project.validation import IDENTIFIER_PATTERN, unstorable_text
 
 SOURCE_TYPES = ("conversation", "tool_result", "knowledge_sync", "manual", "import")
 OPERATORS = ("eq", "contains", "gt", "gte", "lt", "lte")
+RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
 _FIELD_RE = re.compile(r"^[A-Za-z0-9_\-]{1,64}(\.[A-Za-z0-9_\-]{1,64}){0,4}$")
 MAX_CONDITIONS = 20
 #: The longest ``taskId`` (the ``task_id`` column's length, as for the layer identifiers).
@@ -54,6 +60,9 @@ class MetadataFilter:
     custom: tuple[Condition, ...] = field(default_factory=tuple)
     #: Only memories of this task (``task_id`` equal); ``None``: any task or none.
     task_id: str | None = None
+    #: Bounds of the memory's time (``occurred_at``, else ``created_at``): ``(op, moment)``
+    #: with ``op`` one of :data:`RANGE_OPERATORS` and ``moment`` aware.
+    occurred: tuple[tuple[str, datetime], ...] = ()
 
     @classmethod
     def from_json(cls, data: Any) -> MetadataFilter:
@@ -66,7 +75,8 @@ class MetadataFilter:
             return cls()
         if not isinstance(data, dict):
             raise InvalidInput("filter must be an object.")
-        unknown = set(data) - {"tags", "sourceType", "hasKnowledgePointer", "taskId", "custom"}
+        unknown = set(data) - {"tags", "sourceType", "hasKnowledgePointer", "taskId", "custom",
+                               "occurredAt"}
         if unknown:
             raise InvalidInput(f"Unknown filter key(s): {', '.join(sorted(unknown))}.")
         custom = data.get("custom") or {}
@@ -85,6 +95,7 @@ class MetadataFilter:
             has_knowledge_pointer=_bool(data.get("hasKnowledgePointer"), "hasKnowledgePointer"),
             custom=_limit(conditions),
             task_id=task_id_value(data.get("taskId"), name="filter.taskId"),
+            occurred=_time_bounds(data.get("occurredAt")),
         )
 
     @classmethod
@@ -106,6 +117,14 @@ class MetadataFilter:
                 op = "eq"
             for raw in params.getlist(key):
                 conditions.append(_condition(_path(name), op, _scalar(raw)))
+        bounds: dict[str, Any] = {}
+        for key in params:
+            name, _, op = key.partition("__")
+            if name == "occurredAt":
+                if not op or len(params.getlist(key)) > 1:
+                    raise InvalidInput("Give occurredAt as occurredAt__gt, __gte, __lt or __lte, "
+                                       "each once.", details={"field": key})
+                bounds[op] = params.get(key)
         kp = params.get("hasKnowledgePointer")
         task_ids = params.getlist("taskId")
         if len(task_ids) > 1:
@@ -116,6 +135,7 @@ class MetadataFilter:
             has_knowledge_pointer=None if kp is None else _bool(_scalar(kp), "hasKnowledgePointer"),
             custom=_limit(conditions),
             task_id=task_id_value(task_ids[0] if task_ids else None, name="taskId"),
+            occurred=_time_bounds(bounds or None),
         )
 
     def apply(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -123,6 +143,9 @@ class MetadataFilter:
         filter."""
         if self.task_id is not None:
             queryset = queryset.filter(task_id=self.task_id)
+        if self.occurred:
+            queryset = queryset.alias(_occurred=Coalesce("occurred_at", "created_at")).filter(
+                **{f"_occurred__{op}": moment for op, moment in self.occurred})
         if self.tags:
             any_tag = Q()
             for tag in self.tags:
@@ -179,6 +202,39 @@ def task_id_value(value: Any, *, name: str = "taskId", operation: str = "") -> s
             operation=operation, details={"field": name, "maxLength": MAX_TASK_ID_LENGTH},
         )
     return value
+
+
+def _time_bounds(spec: Any) -> tuple[tuple[str, datetime], ...]:
+    """``{"gte": "2023-06-01", "lt": "2023-07-01T12:00:00+02:00"}`` as ``(op, moment)``
+    pairs; ISO 8601 dates or date-times, a time without a zone read as UTC.
+
+    Raises:
+        InvalidInput: not an object, an operator other than :data:`RANGE_OPERATORS`, or a
+            value that is not an ISO 8601 date or date-time (``details.field`` names it).
+    """
+    if spec is None:
+        return ()
+    if not isinstance(spec, dict) or not spec:
+        raise InvalidInput('filter.occurredAt must be an object such as {"gte": "2023-06-01"}.',
+                           details={"allowed": list(RANGE_OPERATORS)})
+    bounds = []
+    for op, raw in spec.items():
+        if op not in RANGE_OPERATORS:
+            raise InvalidInput(f"Unknown occurredAt operator {op!r}.",
+                               details={"allowed": list(RANGE_OPERATORS)})
+        try:
+            moment = parse_datetime(raw) if isinstance(raw, str) else None
+            if moment is not None and moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            if moment is not None:
+                moment.astimezone(UTC)  # an offset that leaves the calendar raises here
+        except (ValueError, OverflowError):
+            moment = None
+        if moment is None:
+            raise InvalidInput(f"occurredAt.{op} must be an ISO 8601 date or date-time.",
+                               details={"field": f"occurredAt.{op}"})
+        bounds.append((op, moment))
+    return tuple(bounds)
 
 
 def _path(name: Any) -> tuple[str, ...]:
