@@ -139,8 +139,8 @@ class MetadataFilter:
         )
 
     def apply(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        """``queryset`` narrowed to memories whose ``metadata`` (and ``task_id``) match this
-        filter."""
+        """``queryset`` narrowed to memories whose ``metadata``, ``task_id`` and time
+        (``occurred_at``, else ``created_at``) match this filter."""
         if self.task_id is not None:
             queryset = queryset.filter(task_id=self.task_id)
         if self.occurred:
