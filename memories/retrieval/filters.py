@@ -109,7 +109,15 @@ class MetadataFilter:
         for raw in params.getlist("tags"):
             tags.extend(t for t in raw.split(",") if t)
         conditions: list[Condition] = []
+        bounds: dict[str, Any] = {}
         for key in params:
+            if key.partition("__")[0] == "occurredAt":
+                op = key.partition("__")[2]
+                if not op or len(params.getlist(key)) > 1:
+                    raise InvalidInput("Give occurredAt as occurredAt__gt, __gte, __lt or __lte, "
+                                       "each once.", details={"field": key})
+                bounds[op] = params.get(key)
+                continue
             if not key.startswith("custom."):
                 continue
             name, separator, op = key.removeprefix("custom.").partition("__")
@@ -117,14 +125,6 @@ class MetadataFilter:
                 op = "eq"
             for raw in params.getlist(key):
                 conditions.append(_condition(_path(name), op, _scalar(raw)))
-        bounds: dict[str, Any] = {}
-        for key in params:
-            name, _, op = key.partition("__")
-            if name == "occurredAt":
-                if not op or len(params.getlist(key)) > 1:
-                    raise InvalidInput("Give occurredAt as occurredAt__gt, __gte, __lt or __lte, "
-                                       "each once.", details={"field": key})
-                bounds[op] = params.get(key)
         kp = params.get("hasKnowledgePointer")
         task_ids = params.getlist("taskId")
         if len(task_ids) > 1:
