@@ -15,7 +15,8 @@ project per ``sample_id``, one project-layer memory per turn with metadata ``dia
      its summaries' sentences (a sentence counts only when it cites exactly one memory:
      then it is that memory's text, word for word).
    - *top-k*: the same hybrid search the context runs (limit 100, threshold 0, project
-     layer), highest score first, each memory a Markdown bullet ``- content``, added while
+     layer), highest score first, each memory a Markdown bullet as the context writes it
+     (``- [13 Oct 2023] content``, ``summaries.markdown.bullet``), added while
      the rendering counted with ``summaries.tokens.count_tokens`` stays within ``B`` (a
      memory that does not fit is skipped and the next one tried, as the context does).
 
@@ -51,6 +52,7 @@ from summaries.context import (
     context_assemble,
 )
 from summaries.generation import summary_generate
+from summaries.markdown import bullet
 from summaries.models import Depth, LayerSummary
 from summaries.scopes import scope_for
 from summaries.tokens import count_many, count_tokens
@@ -85,10 +87,6 @@ class Tally:
             return float(np.mean(values)) if values else 0.0
         return {"any": round(mean(self.any_hits), 4), "recall": round(mean(self.recalls), 4),
                 "tokens": round(mean(self.tokens), 1)}
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def first_sessions(sample: dict[str, Any], sessions: int) -> dict[str, Any]:
@@ -145,7 +143,7 @@ def ranked_memories(ctx: TenantContext, sample_id: str, query: str) -> list[Memo
 
 def render_bullets(memories: Iterable[Memory]) -> str:
     """Memories as Markdown bullets, one line each (``""`` for none)."""
-    lines = [f"- {_one_line(m.content)}" for m in memories]
+    lines = [bullet(m.content, m.occurred_at) for m in memories]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -153,7 +151,7 @@ def pack_top_k(ranked: list[Memory], budget: int) -> tuple[list[Memory], int]:
     """The top-k baseline: ``ranked`` memories in order, each added while the bullet list
     stays within ``budget`` tokens (one that does not fit is skipped). Returns the memories
     and the token count of their rendering (:func:`render_bullets`), never over ``budget``."""
-    costs = count_many([f"- {_one_line(m.content)}\n" for m in ranked])
+    costs = count_many([bullet(m.content, m.occurred_at) + "\n" for m in ranked])
     kept: list[Memory] = []
     used = 0
     for memory, cost in zip(ranked, costs, strict=True):

@@ -309,6 +309,7 @@ def context_as_dict(result: AssembledContext) -> dict[str, Any]:
         "memories": [{
             "id": str(m.memory.pk), "layer": m.layer, "content": m.memory.content,
             "score": None if m.score is None else round(m.score, 6), "tokenCount": m.tokens,
+            "occurredAt": None if m.memory.occurred_at is None else _iso(m.memory.occurred_at),
             "createdAt": _iso(m.memory.created_at),
         } for m in result.memories],
         "layerScores": [{

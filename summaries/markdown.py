@@ -6,7 +6,12 @@ or ``format=markdown`` on ``POST /api/v1/context``)::
     <summary text>
 
     ## Relevant memories
+    - [13 Oct 2023] <memory content>
     - <memory content>
+
+A memory whose writer said when it happened (``occurredAt``) has that day in front of it, so a
+reader can place "last week" or "yesterday" in its content; a memory without one has no date
+(its ``createdAt`` is when the service stored it, in the JSON form).
 
 The token count of the rendering is the sum of its lines' counts (the WordPiece tokenizer
 splits at whitespace, so line breaks add none): context assembly prices each line with the
@@ -15,6 +20,7 @@ functions below before it adds it.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,14 +43,25 @@ def summary_heading(served: ServedSummary) -> str:
     return f"### {title[:1].upper()}{title[1:]} ({served.summary.depth} summary{stale})"
 
 
-def bullet(content: str) -> str:
-    """A memory's line."""
-    return f"- {one_line(content)}"
+def day(moment: datetime) -> str:
+    """``moment``'s UTC calendar date as ``13 Oct 2023`` (six WordPiece tokens with its
+    brackets, against eight for ``[2023-10-13]``); the day is the one hybrid search matches
+    a query's dates against (``memories.retrieval.when``)."""
+    date = moment.astimezone(UTC) if moment.tzinfo else moment
+    return f"{date.day} {date:%b %Y}"
+
+
+def bullet(content: str, occurred_at: datetime | None = None) -> str:
+    """A memory's line: ``- [13 Oct 2023] content`` with the day it occurred, else
+    ``- content``."""
+    when = f"[{day(occurred_at)}] " if occurred_at is not None else ""
+    return f"- {when}{one_line(content)}"
 
 
 def render_markdown(context: AssembledContext) -> str:
     """The context's summaries (one section per layer scope, stale ones marked) and memories
-    (one bullet each, newlines folded), in the order they were chosen."""
+    (one bullet each, newlines folded, dated when they say when they occurred), in the order
+    they were chosen."""
     parts: list[str] = []
     if context.summaries:
         parts.append(SUMMARIES_HEADING)
@@ -55,5 +72,6 @@ def render_markdown(context: AssembledContext) -> str:
         if parts:
             parts.append("")
         parts.append(MEMORIES_HEADING)
-        parts.extend(bullet(m.memory.content) for m in context.memories)
+        parts.extend(bullet(m.memory.content, m.memory.occurred_at)
+                     for m in context.memories)
     return "\n".join(parts) + ("\n" if parts else "")

@@ -50,7 +50,7 @@ def candidates_of(rows: Sequence[tuple[Memory, str, float | None]],
         kept.append((memory, layer, score))
     contents = [m.content for m, _, _ in kept]
     tokens = count_many(contents)
-    costs = count_many([bullet(c) for c in contents])
+    costs = count_many([bullet(m.content, m.occurred_at) for m, _, _ in kept])
     return [Candidate(m, layer, score, t, c, similarities.get(str(m.pk), 0.0))
             for (m, layer, score), t, c in zip(kept, tokens, costs, strict=True)]
 

@@ -239,6 +239,10 @@ class ContextMemorySerializer(serializers.Serializer):
     content = serializers.CharField(read_only=True)
     score = serializers.FloatField(read_only=True, allow_null=True)
     tokenCount = serializers.IntegerField(read_only=True)
+    occurredAt = serializers.DateTimeField(
+        read_only=True, allow_null=True,
+        help_text="when what the memory records happened, as its writer gave it; the "
+                  "Markdown form puts this day in front of the memory")
     createdAt = serializers.DateTimeField(read_only=True)
 
 

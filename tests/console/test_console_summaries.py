@@ -11,6 +11,7 @@ import html
 import re
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -225,6 +226,21 @@ def test_the_context_preview_shows_what_an_agent_would_receive(
     assert whole.status_code == 200
     assert "### Project p1 (sentence summary)" in text(whole)
     assert rows(whole, "layer-scores")[0][3] == "sentence"
+
+
+def test_the_context_preview_shows_when_each_memory_occurred(
+        tenant_a: Any, admin: Client) -> None:
+    said = datetime(2023, 10, 13, 10, 31, tzinfo=UTC)
+    dated = tenant_a.add("Maria showed the sunset painting she did last week.",
+                         layer="project", identifiers={"projectId": "p1"}, occurred_at=said)
+    undated = tenant_a.add("Maria keeps her paints in the garage.", layer="project",
+                           identifiers={"projectId": "p1"})
+    response = admin.get(url(tenant_a, "context/"), {"projectId": "p1", "query": "Maria paint"})
+    assert response.status_code == 200
+    occurred = {row[0]: row[4] for row in rows(response, "included-memories")}
+    assert occurred == {str(dated.pk): "13 Oct 2023", str(undated.pk): "—"}
+    assert "- [13 Oct 2023] Maria showed the sunset painting" in response.context[
+        "preview"]["markdown"]
 
 
 @pytest.mark.parametrize(("params", "said"), [
