@@ -26,8 +26,8 @@ pytestmark = [pytest.mark.slow,
 SCRIPT = str(Path(sys.executable).with_name("memory-mcp"))
 USER = {"userId": "maria"}
 TOOLS = {"memory_add", "memory_search", "memory_recall", "memory_get", "memory_update",
-         "memory_delete", "memory_list", "agent_memories", "agent_memory_add", "agent_extract",
-         "conversation_ingest"}
+         "memory_delete", "memory_list", "memory_context", "memory_summaries", "agent_memories",
+         "agent_memory_add", "agent_extract", "conversation_ingest"}
 
 
 @pytest.fixture(autouse=True)
@@ -83,6 +83,15 @@ async def scenario(client: Client) -> dict[str, Any]:
             "query": "Maria Lisbon", "identifiers": USER, "mode": "keyword"})).structured_content
         seen["recall"] = (await client.call_tool("memory_recall", {
             "query": "Where does Maria live?", "identifiers": USER})).structured_content
+        seen["context"] = (await client.call_tool("memory_context", {
+            "query": "Where does Maria live?", "identifiers": USER, "budget": 200})
+                           ).content[0].text
+        seen["empty_context"] = (await client.call_tool("memory_context", {
+            "identifiers": {"userId": "nobody"}})).content[0].text
+        seen["small_budget"] = await client.call_tool("memory_context", {
+            "identifiers": USER, "budget": 10})
+        seen["summaries"] = (await client.call_tool("memory_summaries", {
+            "identifiers": USER})).structured_content
         seen["updated"] = (await client.call_tool("memory_update", {
             "memory_id": memory["id"], "content": "Maria moved to Porto in 2024"})
                            ).structured_content
@@ -126,6 +135,12 @@ def check(seen: dict[str, Any]) -> None:
     assert seen["added"]["occurredAt"] == "2023-05-14T00:00:00Z"
     assert [r["memory"]["id"] for r in seen["search"]["results"]] == [memory_id]
     assert seen["recall"]["results"][0]["memory"]["id"] == memory_id
+    assert seen["context"] == ("## Relevant memories\n"
+                               "- [14 May 2023] Maria moved to Lisbon in May 2023\n")
+    assert seen["empty_context"] == "Nothing is stored for these identifiers yet."
+    assert seen["small_budget"].is_error and "budget" in seen["small_budget"].content[0].text
+    assert set(seen["summaries"]) >= {"summaries", "totalTokens"}
+    assert seen["tools"]["memory_context"]["properties"]["budget"]["minimum"] == 50
     assert seen["updated"]["memory"]["version"] == 2
     assert seen["get"]["memory"]["content"] == "Maria moved to Porto in 2024"
     assert [m["id"] for m in seen["list"]["memories"]] == [memory_id]

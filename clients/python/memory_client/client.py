@@ -56,6 +56,11 @@ def _headers(api_key: str) -> dict[str, str]:
 
 
 def _decode(response: httpx.Response) -> Any:
+    """The answer's JSON (``None`` when empty), or its text when the service answered text
+    (a Markdown context); an error status raises the typed error."""
+    if response.status_code < 400 and response.headers.get(
+            "content-type", "").startswith("text/"):
+        return response.text
     try:
         payload = response.json() if response.content else None
     except ValueError:
@@ -74,8 +79,9 @@ def _unreachable(err: httpx.TransportError, url: str) -> ServiceUnreachable:
 class MemoryClient(Endpoints[Any]):
     """Blocking client. ``base_url`` is the service's root (e.g. ``http://127.0.0.1:8000``);
     ``timeout`` is seconds per request; every method returns the decoded JSON (``None`` for
-    a 204) or raises a :class:`~memory_client.errors.MemoryServiceError` subclass.
-    Use as a context manager, or call :meth:`close`."""
+    a 204; the text of a text answer) or raises a
+    :class:`~memory_client.errors.MemoryServiceError` subclass. Use as a context manager, or
+    call :meth:`close`."""
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = DEFAULT_TIMEOUT,
                  max_retries: int = DEFAULT_RETRIES, max_wait: float = 30.0,

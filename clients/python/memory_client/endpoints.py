@@ -1,7 +1,8 @@
 """The service's operations, written once for the sync and the async client.
 
 Every method builds one request and hands it to ``_send``; :class:`~memory_client.MemoryClient`
-returns the decoded JSON, :class:`~memory_client.AsyncMemoryClient` an awaitable of it.
+returns the decoded JSON (or the text of a text answer: a Markdown context),
+:class:`~memory_client.AsyncMemoryClient` an awaitable of it.
 Paths and shapes are those of the service's OpenAPI document (``/api/schema/``).
 """
 
@@ -84,6 +85,27 @@ class Endpoints(Generic[R]):
         return self._send("POST", "/api/v1/conversations", json=_clean({
             "messages": [*messages], "layer": layer, "identifiers": identifiers or {},
             "referenceTime": reference_time}))
+
+    # -- summaries and context -----------------------------------------------------------
+    def summaries(self, *, identifiers: dict[str, str] | None = None,
+                  depth: str | None = None) -> R:
+        """``GET /api/v1/summaries``: ``{"summaries": [...], "totalTokens": n}``, the summary
+        of every layer the identifiers reach, in precedence order (agent first); ``depth``:
+        ``sentence``, ``paragraph`` or ``detailed`` (default: each layer's deepest)."""
+        return self._send("GET", "/api/v1/summaries",
+                          params=_clean({**(identifiers or {}), "depth": depth}))
+
+    def context(self, query: str | None = None, *, identifiers: dict[str, str] | None = None,
+                budget: int | None = None, depth: str | None = None,
+                summary_share: float | None = None, markdown: bool = False) -> R:
+        """``POST /api/v1/context``: what an agent reads before it acts, the layers' summaries
+        and the memories most relevant to ``query`` within ``budget`` tokens (50..32,000,
+        default 2000). JSON (``{"summaries", "memories", "tokenCount", ...}``), or with
+        ``markdown`` the Markdown text, ready for a prompt (``str``)."""
+        return self._send("POST", "/api/v1/context", json=_clean({
+            "identifiers": identifiers or {}, "query": query, "budget": budget,
+            "depth": depth, "summaryShare": summary_share,
+            "format": "markdown" if markdown else None}))
 
     # -- agent memories (seed 003) -------------------------------------------------------
     def agent_memories(self, agent: str, *, project_id: str, user_id: str | None = None) -> R:

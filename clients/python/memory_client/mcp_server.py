@@ -1,7 +1,8 @@
 """``memory-mcp``: the memory service as a Model Context Protocol server (official ``mcp`` SDK).
 
-Tools: add, search, recall, get, update, delete and list memories, conversation ingestion,
-and seed 003's agent memories (list, add, post-run extraction); resources: a memory (``memory://memories/{id}``)
+Tools: add, search, recall, get, update, delete and list memories, the context to read before
+acting and the layers' summaries, conversation ingestion, and seed 003's agent memories
+(list, add, post-run extraction); resources: a memory (``memory://memories/{id}``)
 and an agent's memories of a project (``memory://agents/{agent}/projects/{project}``). Each
 call goes to the service's REST API (``--url``/``MEMORY_SERVICE_URL``) with the caller's API
 key, so the service's own tenant isolation, roles, policies and rate limits apply unchanged;
@@ -37,8 +38,9 @@ MemoryId = Annotated[str, Field(description="A memory id (UUID) from add, search
 server = MCPServer(
     "memory-service",
     instructions="Long-term memory across seven layers of scope (agent, user, session, "
-                 "project, team, org, company). Search or recall before answering; add what "
-                 "is worth remembering; agent memories keep what an agent learned per project.",
+                 "project, team, org, company). Read memory_context before a task, search or "
+                 "recall before answering; add what is worth remembering; agent memories keep "
+                 "what an agent learned per project.",
 )
 _settings: dict[str, str] = {"url": os.environ.get("MEMORY_SERVICE_URL", DEFAULT_URL),
                              "api_key": os.environ.get("MEMORY_API_KEY", "")}
@@ -99,7 +101,7 @@ async def memory_search(
         description="Layers to search; default: every layer the identifiers reach.")] = None,
     limit: Annotated[int, Field(ge=1, le=100, description="Results at most.")] = 10,
     mode: Annotated[Literal["hybrid", "semantic", "keyword"], Field(
-        description="hybrid fuses meaning and keywords (reciprocal rank fusion).")] = "hybrid",
+        description="hybrid ranks what meaning and keywords find together.")] = "hybrid",
     ctx: Context | None = None,
 ) -> dict[str, Any]:
     """Search memories by meaning and keyword. Returns {"results": [{"memory", "score"}]}."""
@@ -154,6 +156,42 @@ async def memory_list(
     """A layer's memories, newest first, one page at a time."""
     return dict(await _call(ctx, "list", layer=layer, identifiers=identifiers, limit=limit,
                             cursor=cursor))
+
+
+Depth = Literal["sentence", "paragraph", "detailed"]
+#: What :func:`memory_context` answers when nothing fits or nothing is stored.
+EMPTY_CONTEXT = "Nothing is stored for these identifiers yet."
+
+
+@server.tool()
+async def memory_context(
+    identifiers: Identifiers = None,
+    query: Annotated[str | None, Field(description=(
+        "The task or question at hand; without one, summaries lead and the most important "
+        "memories follow."))] = None,
+    budget: Annotated[int, Field(ge=50, le=32000, description=(
+        "Tokens at most (the service's WordPiece count)."))] = 2000,
+    depth: Annotated[Depth | None, Field(description=(
+        "One summary depth for every layer; default: the deepest that fits."))] = None,
+    ctx: Context | None = None,
+) -> str:
+    """What to read before acting, as Markdown within the budget: the layers' summaries and
+    the memories most relevant to the query, each memory dated ([13 Oct 2023]) when it says
+    when it happened."""
+    text = await _call(ctx, "context", query, identifiers=identifiers, budget=budget,
+                       depth=depth, markdown=True)
+    return str(text or EMPTY_CONTEXT)
+
+
+@server.tool()
+async def memory_summaries(
+    identifiers: Identifiers = None,
+    depth: Annotated[Depth | None, Field(description="default: each layer's deepest")] = None,
+    ctx: Context | None = None,
+) -> dict[str, Any]:
+    """The summary of every layer the identifiers reach, agent first, with its freshness.
+    Returns {"summaries": [...], "totalTokens": n}."""
+    return dict(await _call(ctx, "summaries", identifiers=identifiers, depth=depth))
 
 
 class ChatMessage(BaseModel):
