@@ -14,3 +14,6 @@ memories_stored = Signal()
 memories_soft_deleted = Signal()
 #: Soft-deleted or archived memories restored.
 memories_restored = Signal()
+#: Active memories archived (by hand, by decay, merged into another, superseded) or pruned:
+#: they leave search, recall, list and the summaries' sources, and keep their content.
+memories_withdrawn = Signal()

@@ -289,6 +289,9 @@ POLICY_REGEX_TIMEOUT_SECONDS = env_float("POLICY_REGEX_TIMEOUT_SECONDS", 0.05)
 SUMMARIES = env_bool("SUMMARIES", True)  # false: no change tracking, no scheduled generation
 SUMMARY_GENERATOR = env_str("SUMMARY_GENERATOR", "auto")  # auto | llm | offline
 SUMMARY_BATCH_SCOPES = env_int("SUMMARY_BATCH_SCOPES", 50)  # scopes per tenant per batch run
+#: Seconds a scope's source hash stays cached when no signal says its sources changed
+#: (``summaries.source_hashes``).
+SUMMARY_SOURCE_HASH_TTL = env_int("SUMMARY_SOURCE_HASH_TTL", 300)
 
 # --- knowledge graph and its object storage: memory_project/settings_graph.py -------------
 from memory_project.settings_graph import *  # noqa: E402, F403

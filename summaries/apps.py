@@ -12,7 +12,12 @@ class SummariesConfig(AppConfig):
 
     def ready(self) -> None:
         from memories.services.deletion import memories_erased
-        from memories.signals import memories_restored, memories_soft_deleted, memories_stored
+        from memories.signals import (
+            memories_restored,
+            memories_soft_deleted,
+            memories_stored,
+            memories_withdrawn,
+        )
         from summaries import receivers
         from summaries.config import SECTION_KEYS, SummarySettings
         from tenants.tenant_settings import register_section
@@ -22,3 +27,4 @@ class SummariesConfig(AppConfig):
         memories_restored.connect(receivers.on_restored, dispatch_uid="summaries.restored")
         memories_soft_deleted.connect(receivers.on_soft_deleted, dispatch_uid="summaries.soft")
         memories_erased.connect(receivers.on_erased, dispatch_uid="summaries.erased")
+        memories_withdrawn.connect(receivers.on_withdrawn, dispatch_uid="summaries.withdrawn")

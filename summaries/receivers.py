@@ -7,7 +7,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from summaries.services import summaries_note_removed, summaries_note_stored
+from summaries.services import (
+    summaries_note_removed,
+    summaries_note_stored,
+    summaries_note_withdrawn,
+)
 from tenants.context import require_context
 
 
@@ -19,6 +23,11 @@ def on_stored(*, memory_ids: list[uuid.UUID], **_: Any) -> None:
 def on_restored(*, memory_ids: list[uuid.UUID], **_: Any) -> None:
     """Restored memories are sources again: count the change."""
     summaries_note_stored(require_context(), memory_ids=memory_ids)
+
+
+def on_withdrawn(*, memory_ids: list[uuid.UUID], **_: Any) -> None:
+    """Archived or pruned: their scopes' sources changed."""
+    summaries_note_withdrawn(require_context(), memory_ids=memory_ids)
 
 
 def on_soft_deleted(*, memory_ids: list[uuid.UUID], **_: Any) -> None:

@@ -2,7 +2,8 @@
 Staleness Detection", "Staleness check on retrieval").
 
 A summary is stale when a source it was written from changed (the scope's source hash no
-longer matches ``source_hash``), when a source it cites was deleted or replaced
+longer matches ``source_hash``; the current hash comes from the cache between changes,
+``summaries.source_hashes``), when a source it cites was deleted or replaced
 (``invalidated_at``), or when it is older than the layer's ``maxAge``. A stale summary is
 still served, flagged, logged and counted (``memory_summary_stale_served_total``), and its
 scope is marked for regeneration.
@@ -30,9 +31,9 @@ from summaries.scopes import (
     has_memories,
     scope_for,
     scope_of_row,
-    source_hash,
 )
 from summaries.services import summary_scope_wanted
+from summaries.source_hashes import current_source_hash
 from tenants.audit import parse_uuid
 from tenants.context import TenantContext
 from tenants.layers import Layer, LayerIdentifiers, accessible_layers, parse_layer
@@ -139,7 +140,8 @@ def _scope_summaries(ctx: TenantContext, layer: Layer, identifiers: LayerIdentif
     if not rows:
         return []
     rows.sort(key=lambda s: Depth.values.index(s.depth))
-    return _served(ctx, scope, rows, source_hash(scope.shared()), observe=observe)
+    return _served(ctx, scope, rows, current_source_hash(ctx.tenant_id, scope.shared()),
+                   observe=observe)
 
 
 def summary_get(ctx: TenantContext, *, layer: Any, identifiers: LayerIdentifiers,
@@ -209,5 +211,5 @@ def scope_summaries(ctx: TenantContext, *, scope_id: Any) -> tuple[SummaryScope,
     scope = scope_of_row(row)
     rows = sorted(LayerSummary.objects.filter(scope=row).select_related("scope"),
                   key=lambda s: Depth.values.index(s.depth))
-    return row, _served(ctx, scope, rows, source_hash(scope.shared()),
+    return row, _served(ctx, scope, rows, current_source_hash(ctx.tenant_id, scope.shared()),
                         observe=False) if rows else []

@@ -47,6 +47,7 @@ from summaries.scopes import (
     scope_row,
     scopes_of_memories,
 )
+from summaries.source_hashes import sources_changed
 from summaries.tokens import count_tokens
 from tenants.audit import parse_uuid
 from tenants.context import TenantContext
@@ -83,10 +84,9 @@ def _upsert_scope(ctx: TenantContext, scope: ScopeRef, *, changes: int = 0,
              now if changes else None, pending, Priority.NORMAL, pending_trigger, now])
 
 
-def _count_changes(ctx: TenantContext, memory_ids: list[Any]) -> None:
-    """One change more in the scope of each of ``memory_ids`` (and in its personalized
-    summaries, when its layer personalizes)."""
-    rows = Memory.objects.filter(pk__in=memory_ids).values(*_COLUMNS)
+def _count_changes(ctx: TenantContext, rows: list[dict[str, Any]]) -> None:
+    """One change more in the scope of each memory row (``layer`` and identifier columns),
+    and in its personalized summaries when its layer personalizes."""
     config = summary_settings(ctx)
     for scope, n in Counter(scope_of_memory(row["layer"], row) for row in rows).items():
         _upsert_scope(ctx, scope, changes=n)
@@ -95,6 +95,20 @@ def _count_changes(ctx: TenantContext, memory_ids: list[Any]) -> None:
                 personal_key="").update(changes=F("changes") + n,
                                         first_change_at=Coalesce("first_change_at",
                                                                  timezone.now()))
+
+
+def _scope_rows(memory_ids: list[Any]) -> list[dict[str, Any]]:
+    """The ``layer`` and identifier columns of ``memory_ids`` (what their scopes are made of)."""
+    return list(Memory.objects.filter(pk__in=memory_ids).values(*_COLUMNS))
+
+
+def summaries_note_withdrawn(ctx: TenantContext, *, memory_ids: Iterable[Any]) -> None:
+    """Memories were archived or pruned: their scopes' sources changed (the hash a summary
+    is compared with, ``summaries.source_hashes``); nothing is counted or invalidated, as
+    the summaries citing them still say what was true. In the caller's transaction."""
+    ids = list(memory_ids)
+    if ids:
+        sources_changed(ctx.tenant_id, scopes_of_memories(_scope_rows(ids)))
 
 
 def _invalidate(ctx: TenantContext, memory_ids: list[Any], now: datetime) -> list[uuid.UUID]:
@@ -130,8 +144,10 @@ def summaries_note_stored(ctx: TenantContext, *, memory_ids: Iterable[Any]) -> N
     ids = list(memory_ids)
     if not ids:
         return
+    rows = _scope_rows(ids)
+    sources_changed(ctx.tenant_id, scopes_of_memories(rows))
     if settings.SUMMARIES:
-        _count_changes(ctx, ids)
+        _count_changes(ctx, rows)
     _invalidate(ctx, ids, timezone.now())
 
 
@@ -146,8 +162,10 @@ def summaries_note_removed(ctx: TenantContext, *, memory_ids: Iterable[Any],
     ids = [str(pk) for pk in memory_ids]
     if not ids:
         return
+    scope_rows = (rows or []) if erased else _scope_rows(ids)
+    sources_changed(ctx.tenant_id, scopes_of_memories(scope_rows))
     if not erased and settings.SUMMARIES:
-        _count_changes(ctx, ids)
+        _count_changes(ctx, scope_rows)
     if erased:
         _cut_sentences(ids)
         _forget_empty(rows or [])

@@ -17,7 +17,7 @@ from llm import cache as llm_cache
 from memories.embedding.embedders import cache_evict
 from memories.models import ClosedSession, HistoryAction, Memory, State
 from memories.services.history import history_erase, history_record, history_row, history_texts
-from memories.signals import memories_restored, memories_soft_deleted
+from memories.signals import memories_restored, memories_soft_deleted, memories_withdrawn
 from memory_project.errors import (
     InvalidInput,
     MemoryNotFound,
@@ -303,6 +303,7 @@ def memory_archive(ctx: TenantContext, *, memory_id: Any, reason: str = "manual"
     memory.state = State.ARCHIVED
     memory.version = F("version") + 1
     memory.save(update_fields=["state", "version", "updated_at"])
+    memories_withdrawn.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=[memory.pk])
     memory.refresh_from_db(fields=["version", "updated_at"])
     history_record([history_row(ctx, memory.pk, HistoryAction.ARCHIVE,
                                 details={"reason": reason})])

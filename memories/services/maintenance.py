@@ -27,7 +27,7 @@ from memories.services.deletion import memories_erase
 from memories.services.history import history_record, history_row
 from memories.services.lifecycle_config import deleted_retention_days, lifecycle_section
 from memories.services.memory import MAX_METADATA_BYTES
-from memories.signals import memories_stored
+from memories.signals import memories_stored, memories_withdrawn
 from tenants.audit import audit_record
 from tenants.context import TenantContext
 
@@ -88,6 +88,7 @@ def decay_run(ctx: TenantContext) -> dict[str, int]:
         if ids:
             Memory.objects.filter(pk__in=ids).update(
                 state=State.ARCHIVED, version=F("version") + 1, updated_at=now)
+            memories_withdrawn.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=ids)
             history_record(
                 history_row(ctx, m.pk, HistoryAction.ARCHIVE, details={
                     "reason": "decay", "relevance": round(m.relevance, 6)})
@@ -227,6 +228,7 @@ def _merge(ctx: TenantContext, first: uuid.UUID, second: uuid.UUID, similarity: 
     other.state = State.ARCHIVED
     other.version = F("version") + 1
     other.save(update_fields=["metadata", "state", "version", "updated_at"])
+    memories_withdrawn.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=[other.pk])
     changed = content != old_content
     if changed:
         memories_stored.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=[survivor.pk])
@@ -320,6 +322,7 @@ def prune_by_feedback(ctx: TenantContext) -> dict[str, int]:
         if ids:
             Memory.objects.filter(pk__in=ids).update(
                 pruned_at=now, version=F("version") + 1, updated_at=now)
+            memories_withdrawn.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=ids)
             history_record(
                 history_row(ctx, m.pk, HistoryAction.PRUNE, details={
                     "feedbackCount": m.feedback_count, "meanReward": round(m.mean_reward, 6)})

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from memories.models import HistoryAction, Memory, State
 from memories.services.history import history_record, history_row
+from memories.signals import memories_withdrawn
 from tenants.audit import audit_record
 from tenants.context import TenantContext
 
@@ -41,6 +42,7 @@ def memory_supersede(ctx: TenantContext, *, old: Memory, new: Memory) -> bool:
     locked.state = State.ARCHIVED
     locked.version = F("version") + 1
     locked.save(update_fields=["metadata", "state", "version", "updated_at"])
+    memories_withdrawn.send(sender=Memory, tenant_id=ctx.tenant_id, memory_ids=[locked.pk])
     new_metadata = dict(new.metadata or {})
     new.metadata = {**new_metadata, "supersedes": str(old.pk)}
     Memory.objects.filter(pk=new.pk).update(metadata=new.metadata)
