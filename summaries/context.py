@@ -155,8 +155,13 @@ def _cosine(query: np.ndarray | None, served: list[ServedSummary]) -> float | No
     return max(scores) if scores else None
 
 
+#: A candidate: its memory, layer, search score and cosine similarity to the query (the last
+#: two ``None`` without a query).
+Row = tuple[Memory, str, float | None, float | None]
+
+
 def _rows(ctx: TenantContext, request: ContextRequest, identifiers: LayerIdentifiers,
-          layers: list[Layer]) -> list[tuple[Memory, str, float | None]]:
+          layers: list[Layer]) -> list[Row]:
     """Memories in rank order: hybrid search for the query, else importance then recency."""
     if request.query:
         found = search_candidates(ctx, SearchRequest(
@@ -164,24 +169,28 @@ def _rows(ctx: TenantContext, request: ContextRequest, identifiers: LayerIdentif
             layers=tuple(layer.value for layer in layers), limit=MAX_CANDIDATES,
             threshold=0.0, mode=Mode.HYBRID))
         hits = sorted(found.results, key=lambda h: (-h.score, PRECEDENCE[h.layer]))
-        return [(h.memory, h.layer.value, h.score) for h in hits]
-    rows: list[tuple[Memory, str, float | None]] = []
+        return [(h.memory, h.layer.value, h.score, h.similarity) for h in hits]
+    rows: list[Row] = []
     for layer in layers:
         queryset = layer_queryset(layer, identifiers).defer(*UNSERVED_COLUMNS)
-        rows.extend((m, layer.value, None) for m in queryset.order_by(
+        rows.extend((m, layer.value, None, None) for m in queryset.order_by(
             "-importance", "-id")[:MAX_CANDIDATES])
     return rows[:MAX_CANDIDATES]
 
 
-def _similarities(vector: np.ndarray | None, rows: list[tuple[Memory, str, float | None]]
-                  ) -> dict[str, float]:
-    """Cosine similarity of each row's memory to the query (one query for the embeddings)."""
+def _similarities(vector: np.ndarray | None, rows: list[Row]) -> dict[str, float]:
+    """Cosine similarity of each row's memory to the query: the search's own (every hybrid
+    candidate has one), else from the stored embeddings (one query for those missing)."""
     if vector is None or not rows:
         return {}
-    stored = Memory.objects.filter(pk__in=[m.pk for m, _, _ in rows]).exclude(
-        embedding__isnull=True).values_list("pk", "embedding")
-    return {str(pk): float(np.dot(vector, np.asarray(e, dtype=np.float32)))
-            for pk, e in stored}
+    known = {str(m.pk): sim for m, _, _, sim in rows if sim is not None}
+    missing = [m.pk for m, _, _, sim in rows if sim is None]
+    if missing:
+        stored = Memory.objects.filter(pk__in=missing).exclude(
+            embedding__isnull=True).values_list("pk", "embedding")
+        known.update({str(pk): float(np.dot(vector, np.asarray(e, dtype=np.float32)))
+                      for pk, e in stored})
+    return known
 
 
 def _add_summaries(result: AssembledContext, served: list[ServedSummary],
@@ -260,7 +269,7 @@ def context_assemble(ctx: TenantContext, request: ContextRequest, *, observe: bo
     vector = embed_query(ctx.tenant_id, request.query) if request.query else None
     served = summaries_for(ctx, identifiers=request.identifiers, observe=observe)
     rows = _rows(ctx, request, identifiers, layers)
-    candidates = candidates_of(rows, _similarities(vector, rows))
+    candidates = candidates_of([row[:3] for row in rows], _similarities(vector, rows))
     used, quoted = _add_summaries(result, served, vector, candidates, request)
     for candidate in pack(candidates, request.budget - used - count_tokens(MEMORIES_HEADING),
                           quoted):

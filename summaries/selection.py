@@ -50,9 +50,37 @@ def candidates_of(rows: Sequence[tuple[Memory, str, float | None]],
         kept.append((memory, layer, score))
     contents = [m.content for m, _, _ in kept]
     tokens = count_many(contents)
-    costs = count_many([bullet(m.content, m.occurred_at) for m, _, _ in kept])
+    lines = _line_tokens(contents, tokens)
+    prefixes: dict[str, int] = {}
+    costs = [n + _prefix_cost(m, prefixes) for (m, _, _), n in zip(kept, lines, strict=True)]
     return [Candidate(m, layer, score, t, c, similarities.get(str(m.pk), 0.0))
             for (m, layer, score), t, c in zip(kept, tokens, costs, strict=True)]
+
+
+#: Characters Python splits at (so ``one_line`` makes them a space) that BERT's normalizer
+#: deletes instead: a content holding one may count otherwise on its line.
+_SPLIT_APART = frozenset("\x0b\x0c\x1c\x1d\x1e\x1f\x85")
+
+
+def _line_tokens(contents: list[str], tokens: list[int]) -> list[int]:
+    """Tokens of each content as its line writes it (``one_line``): its own count, but for
+    the rare content holding a character of :data:`_SPLIT_APART`, counted again."""
+    odd = [i for i, content in enumerate(contents) if not _SPLIT_APART.isdisjoint(content)]
+    lines = list(tokens)
+    for i, n in zip(odd, count_many([one_line(contents[i]) for i in odd]), strict=True):
+        lines[i] = n
+    return lines
+
+
+def _prefix_cost(memory: Memory, seen: dict[str, int]) -> int:
+    """Tokens of a memory's line before its content (``- `` and its day, if dated). WordPiece
+    splits at whitespace and punctuation, so a line's count is this plus its content's: one
+    tokenizer call prices every candidate (``tests/summaries/test_selection.py`` checks the
+    sum against whole lines)."""
+    prefix = bullet("", memory.occurred_at)
+    if prefix not in seen:
+        seen[prefix] = count_tokens(prefix)
+    return seen[prefix]
 
 
 def pack(candidates: Sequence[Candidate], budget: int, skip: frozenset[str] = frozenset()

@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from summaries.selection import Candidate, displaces_more_relevant, pack
+from memories.models import Memory
+from summaries.markdown import bullet
+from summaries.selection import Candidate, candidates_of, displaces_more_relevant, pack
+from summaries.tokens import count_tokens
 
 
 def candidate(cost: int, similarity: float) -> Candidate:
@@ -31,3 +35,17 @@ def test_a_summary_may_only_push_out_memories_less_relevant_than_itself() -> Non
     assert displaces_more_relevant(0.2, before, after, frozenset())
     # a memory the summary quotes whole is in the context through it: not pushed out
     assert not displaces_more_relevant(0.2, before, after, frozenset({str(c.memory.pk)}))
+
+
+def test_a_line_is_priced_as_its_prefix_plus_its_content() -> None:
+    texts = ["Maria moved to Lisbon.", "-leading dash", "tabs\tand\nnew  lines", "emoji 🎉 ok",
+             "日本語のテキスト", "non\u00a0breaking", "control\x1cchar", "tab\x0bvertical",
+             "next\x85line", "[13 Oct 2023] dated", "café naïve ÉCOLE",
+             "word-with-hyphens and 'quotes'", "x" * 300]
+    days = [None, datetime(2023, 10, 13, 10, 31, tzinfo=UTC), datetime(2024, 2, 9, 23, 59)]
+    rows = [(Memory(content=text, content_hash=f"{i}-{j}", occurred_at=day), "user", 1.0)
+            for i, text in enumerate(texts) for j, day in enumerate(days)]
+    for candidate in candidates_of(rows, {}):
+        memory = candidate.memory
+        assert candidate.tokens == count_tokens(memory.content)
+        assert candidate.cost == count_tokens(bullet(memory.content, memory.occurred_at))
