@@ -15,7 +15,8 @@ first read after a change and kept:
   older than a change is never served after it.
 - Entries expire after ``SUMMARY_SOURCE_HASH_TTL`` seconds (300): a change that reaches the
   database without a signal (a bulk statement run by hand) is seen within that time.
-- Without the cache (Redis down), every read computes the hash, as before.
+- Without the cache (Redis down, through the ``redis`` circuit breaker), every read computes
+  the hash, as before, and the request is flagged degraded; a write is never refused for it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from redis.exceptions import RedisError
 
+from memory_project.resilience import REDIS, call_guarded, mark_degraded
 from summaries.scopes import ScopeRef, source_hash
 
 logger = logging.getLogger(__name__)
@@ -45,17 +46,21 @@ def current_source_hash(tenant_id: uuid.UUID, scope: ScopeRef) -> str:
     cache round trip when it is there; otherwise the aggregate, then one more to keep it."""
     version_key, hash_key = _keys(tenant_id, scope)
     try:
-        found = cache.get_many([version_key, hash_key])
-    except RedisError:
+        found = call_guarded(REDIS, cache.get_many, [version_key, hash_key])
+    except Exception as exc:  # Redis down: compute it, as without the cache
+        logger.warning("source hash cache unavailable (read): %s", exc)
+        mark_degraded("cache")
         return source_hash(scope)
     version, entry = found.get(version_key), found.get(hash_key)
     if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == version:
         return str(entry[1])
     digest = source_hash(scope)
     try:
-        cache.set(hash_key, (version, digest), settings.SUMMARY_SOURCE_HASH_TTL)
-    except RedisError:
-        logger.warning("source hash of %s not cached", scope.key, exc_info=True)
+        call_guarded(REDIS, cache.set, hash_key, (version, digest),
+                     settings.SUMMARY_SOURCE_HASH_TTL)
+    except Exception as exc:
+        logger.warning("source hash cache unavailable (write): %s", exc)
+        mark_degraded("cache")
     return digest
 
 
@@ -70,11 +75,13 @@ def sources_changed(tenant_id: uuid.UUID, scopes: Iterable[ScopeRef]) -> None:
     def renew() -> None:
         token = uuid.uuid4().hex
         try:
-            cache.set_many(dict.fromkeys(keys, token), settings.SUMMARY_SOURCE_HASH_TTL)
-        except RedisError:
-            logger.warning("source hash versions not renewed for %d scopes; cached hashes "
-                           "may be served for up to %ss", len(keys),
-                           settings.SUMMARY_SOURCE_HASH_TTL, exc_info=True)
+            call_guarded(REDIS, cache.set_many, dict.fromkeys(keys, token),
+                         settings.SUMMARY_SOURCE_HASH_TTL)
+        except Exception as exc:  # the write stands; a cached hash may live out its TTL
+            logger.warning("source hash versions of %d scopes not renewed (for up to %ss "
+                           "a cached hash may be served): %s", len(keys),
+                           settings.SUMMARY_SOURCE_HASH_TTL, exc)
+            mark_degraded("cache")
 
     renew()
     transaction.on_commit(renew)

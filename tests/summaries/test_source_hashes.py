@@ -12,7 +12,6 @@ import pytest
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from memories.models import Memory
 from memories.services.deletion import memory_archive
@@ -106,10 +105,11 @@ def test_without_the_cache_the_hash_is_computed(tenant_a: Any, monkeypatch: Any)
     add_project(tenant_a, *TEXTS)
 
     def down(*_: Any, **__: Any) -> None:
-        raise RedisConnectionError("cache down")
+        raise ConnectionError("cache down")
 
     monkeypatch.setattr(cache, "get_many", down)
     monkeypatch.setattr(cache, "set_many", down)
+    monkeypatch.setattr(cache, "set", down)
     with tenant_scope(tenant_a.ctx):
         assert source_hashes.current_source_hash(tenant_a.ctx.tenant_id, SCOPE) == \
             source_hash(SCOPE)
