@@ -23,6 +23,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from memories.retrieval.when import MONTHS
+
 if TYPE_CHECKING:
     from summaries.context import AssembledContext
     from summaries.selectors import ServedSummary
@@ -48,7 +50,7 @@ def day(moment: datetime) -> str:
     brackets, against eight for ``[2023-10-13]``); the day is the one hybrid search matches
     a query's dates against (``memories.retrieval.when``)."""
     date = moment.astimezone(UTC) if moment.tzinfo else moment
-    return f"{date.day} {date:%b %Y}"
+    return f"{date.day} {MONTHS[date.month - 1][:3]} {date.year}"  # never the locale's names
 
 
 def bullet(content: str, occurred_at: datetime | None = None) -> str:
