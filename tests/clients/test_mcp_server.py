@@ -83,6 +83,16 @@ async def scenario(client: Client) -> dict[str, Any]:
             "query": "Maria Lisbon", "identifiers": USER, "mode": "keyword"})).structured_content
         seen["recall"] = (await client.call_tool("memory_recall", {
             "query": "Where does Maria live?", "identifiers": USER})).structured_content
+        seen["filtered"] = [(await client.call_tool("memory_search", {
+            "query": "Maria Lisbon", "identifiers": USER, "mode": "keyword", **f})
+                             ).structured_content for f in (
+            {"tags": ["move"], "before": "2023-06-01"}, {"since": "2024-01-01"},
+            {"tags": ["other"]})]
+        seen["recall_since"] = (await client.call_tool("memory_recall", {
+            "query": "Where does Maria live?", "identifiers": USER, "since": "2024-01-01"})
+                                ).structured_content
+        seen["bad_since"] = await client.call_tool("memory_search", {
+            "query": "Maria", "identifiers": USER, "since": "yesterday"})
         seen["context"] = (await client.call_tool("memory_context", {
             "query": "Where does Maria live?", "identifiers": USER, "budget": 200})
                            ).content[0].text
@@ -135,6 +145,10 @@ def check(seen: dict[str, Any]) -> None:
     assert seen["added"]["occurredAt"] == "2023-05-14T00:00:00Z"
     assert [r["memory"]["id"] for r in seen["search"]["results"]] == [memory_id]
     assert seen["recall"]["results"][0]["memory"]["id"] == memory_id
+    assert [[r["memory"]["id"] for r in f["results"]] for f in seen["filtered"]] == [
+        [memory_id], [], []]
+    assert seen["recall_since"]["results"] == []
+    assert seen["bad_since"].is_error and "occurredAt" in seen["bad_since"].content[0].text
     assert seen["context"] == ("## Relevant memories\n"
                                "- [14 May 2023] Maria moved to Lisbon in May 2023\n")
     assert seen["empty_context"] == "Nothing is stored for these identifiers yet."

@@ -93,6 +93,24 @@ async def memory_add(
                             metadata=metadata, **fields))
 
 
+Tags = Annotated[list[str] | None, Field(description="Only memories with any of these tags.")]
+Since = Annotated[str | None, Field(description=(
+    "Only memories that happened at or after this (ISO 8601 date or date-time; a memory's "
+    "occurredAt, else when it was stored)."))]
+Before = Annotated[str | None, Field(description=(
+    "Only memories that happened before this (ISO 8601 date or date-time)."))]
+
+
+def _filter(tags: list[str] | None, since: str | None, before: str | None
+            ) -> dict[str, Any] | None:
+    """The service's ``filter`` object (``MetadataFilter``) for the tools' filter arguments."""
+    found: dict[str, Any] = {"tags": tags} if tags else {}
+    bounds = {op: value for op, value in (("gte", since), ("lt", before)) if value}
+    if bounds:
+        found["occurredAt"] = bounds
+    return found or None
+
+
 @server.tool()
 async def memory_search(
     query: Annotated[str, Field(description="What to look for, in words.")],
@@ -102,11 +120,15 @@ async def memory_search(
     limit: Annotated[int, Field(ge=1, le=100, description="Results at most.")] = 10,
     mode: Annotated[Literal["hybrid", "semantic", "keyword"], Field(
         description="hybrid ranks what meaning and keywords find together.")] = "hybrid",
+    tags: Tags = None,
+    since: Since = None,
+    before: Before = None,
     ctx: Context | None = None,
 ) -> dict[str, Any]:
     """Search memories by meaning and keyword. Returns {"results": [{"memory", "score"}]}."""
+    fields = {"filter": f} if (f := _filter(tags, since, before)) else {}
     return dict(await _call(ctx, "search", query, identifiers=identifiers, layers=layers,
-                            limit=limit, mode=mode))
+                            limit=limit, mode=mode, **fields))
 
 
 @server.tool()
@@ -114,11 +136,16 @@ async def memory_recall(
     query: Annotated[str, Field(description="The situation or question to recall for.")],
     identifiers: Identifiers = None,
     limit: Annotated[int, Field(ge=1, le=100)] = 10,
+    tags: Tags = None,
+    since: Since = None,
+    before: Before = None,
     ctx: Context | None = None,
 ) -> dict[str, Any]:
     """Recall the memories that matter most now: relevance, importance, recency and
     confidence combined. Returns {"results": [...]}."""
-    return dict(await _call(ctx, "recall", query, identifiers=identifiers, limit=limit))
+    fields = {"filter": f} if (f := _filter(tags, since, before)) else {}
+    return dict(await _call(ctx, "recall", query, identifiers=identifiers, limit=limit,
+                            **fields))
 
 
 @server.tool()
