@@ -103,8 +103,8 @@ async def scenario(client: Client) -> dict[str, Any]:
         seen["summaries"] = (await client.call_tool("memory_summaries", {
             "identifiers": USER})).structured_content
         seen["updated"] = (await client.call_tool("memory_update", {
-            "memory_id": memory["id"], "content": "Maria moved to Porto in 2024"})
-                           ).structured_content
+            "memory_id": memory["id"], "content": "Maria moved to Porto in 2024",
+            "occurred_at": "2024-03-02"})).structured_content
         seen["get"] = (await client.call_tool("memory_get", {"memory_id": memory["id"]})
                        ).structured_content
         seen["list"] = (await client.call_tool("memory_list", {
@@ -156,6 +156,7 @@ def check(seen: dict[str, Any]) -> None:
     assert set(seen["summaries"]) >= {"summaries", "totalTokens"}
     assert seen["tools"]["memory_context"]["properties"]["budget"]["minimum"] == 50
     assert seen["updated"]["memory"]["version"] == 2
+    assert seen["updated"]["memory"]["occurredAt"] == "2024-03-02T00:00:00Z"
     assert seen["get"]["memory"]["content"] == "Maria moved to Porto in 2024"
     assert [m["id"] for m in seen["list"]["memories"]] == [memory_id]
     assert seen["resource"]["memory"]["id"] == memory_id

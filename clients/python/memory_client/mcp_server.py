@@ -159,11 +159,15 @@ async def memory_update(
     memory_id: MemoryId,
     content: Annotated[str | None, Field(description="The new content.")] = None,
     tags: Annotated[list[str] | None, Field(description="Replace the tags.")] = None,
+    occurred_at: Annotated[str | None, Field(description=(
+        "When it was said or happened (ISO 8601 date or date-time)."))] = None,
     ctx: Context | None = None,
 ) -> dict[str, Any]:
-    """Change a memory's content or tags; the old version stays in its history."""
+    """Change a memory's content, tags or time; the old version stays in its history."""
     metadata = {"tags": tags} if tags is not None else None
-    return dict(await _call(ctx, "update", memory_id, content=content, metadata=metadata))
+    fields = {"occurredAt": occurred_at} if occurred_at else {}
+    return dict(await _call(ctx, "update", memory_id, content=content, metadata=metadata,
+                            **fields))
 
 
 @server.tool()
