@@ -21,11 +21,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC
 from typing import Any
 
 import numpy as np
 
+from memories.api.serializers.representation import iso_datetime
 from memories.embedding.embedders import embed_query
 from memories.models import UNSERVED_COLUMNS, Memory
 from memories.restrictions import allowed_layers_of
@@ -294,11 +295,6 @@ def _fit(result: AssembledContext) -> None:
             return
 
 
-def _iso(moment: datetime) -> str:
-    """ISO 8601 in UTC with ``Z``, as the API's other times are written."""
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def context_as_dict(result: AssembledContext) -> dict[str, Any]:
     """The JSON form of a context (``POST /api/v1/context``)."""
     return {
@@ -312,14 +308,14 @@ def context_as_dict(result: AssembledContext) -> dict[str, Any]:
             "score": None if score is None else round(score, 4),
             "content": s.summary.content, "tokenCount": s.summary.token_count,
             "sourceIds": [str(i) for i in s.summary.source_ids],
-            "generatedAt": _iso(s.summary.generated_at),
+            "generatedAt": iso_datetime(s.summary.generated_at, UTC),
             **s.freshness.as_dict(),
         } for s, score in result.summaries],
         "memories": [{
             "id": str(m.memory.pk), "layer": m.layer, "content": m.memory.content,
             "score": None if m.score is None else round(m.score, 6), "tokenCount": m.tokens,
-            "occurredAt": None if m.memory.occurred_at is None else _iso(m.memory.occurred_at),
-            "createdAt": _iso(m.memory.created_at),
+            "occurredAt": iso_datetime(m.memory.occurred_at, UTC),
+            "createdAt": iso_datetime(m.memory.created_at, UTC),
         } for m in result.memories],
         "layerScores": [{
             "layer": s.layer, "scope": s.scope,
