@@ -36,11 +36,13 @@ vector-extra: venv
 	$(PY) -m pip install --quiet -r requirements/vectors-$(BACKEND).txt
 
 # Test workers (pytest-xdist): each file runs on one worker with its own test database and
-# embedded Redis. TEST_WORKERS=0 runs the suite in this process.
+# embedded Redis. TEST_WORKERS=0 runs the suite in this process. Tests marked `serial`
+# measure latency, so they run alone, after the others.
 TEST_WORKERS ?= 2
 test: venv $(VECTOR_EXTRAS)
 	scripts/ensure_chromium.sh
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"
+	$(PY) -m pytest -p no:xdist -m serial
 
 # The quick lane while working: everything but the tests marked slow (the real local model,
 # the browser, the worker and fault drills). CI runs `make lint` and the full `make test`.
