@@ -91,7 +91,7 @@ def _environ(name: str, server: Any) -> dict[str, str]:
                 "PINECONE_BACKOFF_MAX_SECONDS": "0.05"}
     if name == "weaviate":
         return {"WEAVIATE_URL": server.url, "WEAVIATE_GRPC_PORT": str(server.grpc_port),
-                "WEAVIATE_TIMEOUT_SECONDS": "3", "WEAVIATE_OPERATION_TIMEOUT_SECONDS": "2"}
+                "WEAVIATE_TIMEOUT_SECONDS": "4", "WEAVIATE_OPERATION_TIMEOUT_SECONDS": "5"}
     if name == "mongodb":
         return {"MONGODB_URI": server.uri, "MONGODB_TIMEOUT_SECONDS": "3"}
     if name == "vertex_ai":
