@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -85,6 +86,18 @@ class JsonObjectField(serializers.JSONField):
         if not isinstance(data, dict):
             raise serializers.ValidationError("Must be a JSON object.")
         return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A ``FloatField`` that accepts finite JSON numbers only: DRF's turns ``true`` into
+    ``1.0`` and ``"0.5"`` into ``0.5``, so a client's type mistake would pass unnoticed."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            raise serializers.ValidationError("Must be a number.")
+        if not math.isfinite(data):
+            raise serializers.ValidationError("Must be a finite number.")
+        return float(super().to_internal_value(data))
 
 
 class StrictBooleanField(serializers.BooleanField):

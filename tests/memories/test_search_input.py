@@ -20,6 +20,8 @@ pytestmark = pytest.mark.django_db
     ({"mode": "fuzzy"}, "INVALID_INPUT"),
     ({"threshold": -0.1}, "INVALID_INPUT"),
     ({"threshold": 1.5}, "INVALID_INPUT"),
+    ({"threshold": True}, "INVALID_INPUT"),  # DRF's FloatField would read it as 1.0
+    ({"threshold": "0.5"}, "INVALID_INPUT"),
     ({"filter": {"tags": "x"}}, "INVALID_INPUT"),
     ({"filter": {"colour": "red"}}, "INVALID_INPUT"),
     ({"filter": {"custom": {"n": {"gte": 1, "between": 5}}}}, "INVALID_INPUT"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -19,15 +18,10 @@ from memory_project.validation import (
     JsonObjectField,
     StrictBooleanField,
     StrictCharField,
+    StrictFloatField,
     no_nul,
 )
 from tenants.layers import IDENTIFIER_FIELDS, MAX_IDENTIFIER_LENGTH, Layer, LayerIdentifiers
-
-
-def _finite(value: float) -> None:
-    if not math.isfinite(value):
-        raise serializers.ValidationError("Must be a finite number.")
-
 
 IDENTIFIERS_SCHEMA = {
     "type": "object",
@@ -99,12 +93,9 @@ class MemoryWriteSerializer(serializers.Serializer):
     )
     kind = serializers.ChoiceField(choices=Kind.choices, default=Kind.FACT)
     scope = StrictCharField(max_length=100, default="global")
-    importance = serializers.FloatField(min_value=0, max_value=1, default=0.5,
-                                        validators=[_finite])
-    confidence = serializers.FloatField(min_value=0, max_value=1, default=1.0,
-                                        validators=[_finite])
-    decayRate = serializers.FloatField(min_value=0, max_value=100, default=0.0,
-                                       validators=[_finite])
+    importance = StrictFloatField(min_value=0, max_value=1, default=0.5)
+    confidence = StrictFloatField(min_value=0, max_value=1, default=1.0)
+    decayRate = StrictFloatField(min_value=0, max_value=100, default=0.0)
     sensitive = StrictBooleanField(default=False)
     private = StrictBooleanField(default=False)
     taskId = TaskIdField(required=False, default=None,
@@ -196,12 +187,9 @@ class MemoryUpdateSerializer(serializers.Serializer):
                               trim_whitespace=False)
     kind = serializers.ChoiceField(choices=Kind.choices, required=False)
     scope = StrictCharField(max_length=100, required=False)
-    importance = serializers.FloatField(min_value=0, max_value=1, required=False,
-                                        validators=[_finite])
-    confidence = serializers.FloatField(min_value=0, max_value=1, required=False,
-                                        validators=[_finite])
-    decayRate = serializers.FloatField(min_value=0, max_value=100, required=False,
-                                       validators=[_finite])
+    importance = StrictFloatField(min_value=0, max_value=1, required=False)
+    confidence = StrictFloatField(min_value=0, max_value=1, required=False)
+    decayRate = StrictFloatField(min_value=0, max_value=100, required=False)
     sensitive = StrictBooleanField(required=False)
     private = StrictBooleanField(required=False)
     occurredAt = serializers.DateTimeField(required=False, allow_null=True,

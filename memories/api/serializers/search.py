@@ -11,14 +11,13 @@ from memories.api.serializers.memories import (
     IdentifiersField,
     LayerField,
     MemorySerializer,
-    _finite,
 )
 from memories.retrieval.filters import OPERATORS, MetadataFilter
 from memories.retrieval.recall import Recalled, RecallRequest
 from memories.retrieval.search import MAX_LIMIT, Mode, SearchHit, SearchRequest
 from memories.services.supersede import superseded_chain
 from memory_project.errors import InvalidInput
-from memory_project.validation import JSON_OBJECT, StrictBooleanField
+from memory_project.validation import JSON_OBJECT, StrictBooleanField, StrictFloatField
 from tenants.layers import LayerIdentifiers
 
 
@@ -85,9 +84,8 @@ class SearchRequestSerializer(_RetrievalSerializer):
     """Body of ``POST /api/v1/memories/search`` (seed 001 ``SearchMemoryInput`` + seed 002)."""
 
     query = serializers.CharField(trim_whitespace=False)
-    threshold = serializers.FloatField(required=False, allow_null=True, default=None,
-                                       validators=[_finite], min_value=0, max_value=1,
-                                       help_text="cosine similarity in [0, 1]; default 0.7")
+    threshold = StrictFloatField(required=False, allow_null=True, default=None, min_value=0,
+                                 max_value=1, help_text="cosine similarity in [0, 1]; default 0.7")
     mode = ModeField(required=False, default="hybrid", help_text="semantic | keyword | hybrid")
     graphHops = serializers.IntegerField(
         required=False, default=0, min_value=0, max_value=3,
@@ -117,8 +115,8 @@ class RecallRequestSerializer(_RetrievalSerializer):
     topic = serializers.CharField(trim_whitespace=False, required=False)
     query = serializers.CharField(trim_whitespace=False, required=False,
                                   help_text="alias of topic")
-    minConfidence = serializers.FloatField(required=False, allow_null=True, default=None,
-                                           validators=[_finite], min_value=0, max_value=1)
+    minConfidence = StrictFloatField(required=False, allow_null=True, default=None,
+                                     min_value=0, max_value=1)
 
     def to_request(self) -> RecallRequest:
         data = self.validated_data
