@@ -30,7 +30,7 @@ def agent_identifiers(ctx: TenantContext, *, agent_name: Any, project_id: Any,
     raw = LayerIdentifiers.from_mapping({
         "agentId": validate_agent_name(agent_name),
         "projectId": validate_project_id(project_id),
-        "userId": user_id or None})
+        "userId": user_id})  # "" is refused, never read as "no user"
     resolved = resolve_identifiers(ctx, raw)
     return resolved.with_values(userId=SHARED_USER)
 

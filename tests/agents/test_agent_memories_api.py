@@ -112,6 +112,18 @@ def test_per_user_agent_memories_stay_apart(tenant_a: Any) -> None:
     assert [m["content"] for m in body(response)["memories"]] == ["Maria prefers short answers"]
 
 
+@pytest.mark.parametrize("user", ["", "   "])
+def test_an_empty_user_id_is_refused_and_clears_nothing(tenant_a: Any, user: str) -> None:
+    """``userId=`` is a client's mistake, not "no user": read as absent, a clear with it
+    deleted the agent's shared memories of the project."""
+    add(tenant_a, "A shared fact about deployments")
+    url = URL.format(agent="reviewer-bot")
+    for method in (tenant_a.client.get, tenant_a.client.delete):
+        assert_error(method(f"{url}?projectId=p1&userId={user}"), 400, "INVALID_INPUT")
+    assert_error(add(tenant_a, "Another fact", userId=user), 400, "INVALID_INPUT")
+    assert [m["content"] for m in listing(tenant_a)] == ["A shared fact about deployments"]
+
+
 @pytest.mark.parametrize("name", ["a/b", "has space", "x" * 300, "-leading", "ä-bot"])
 def test_a_bad_agent_name_is_a_clear_400(tenant_a: Any, name: str) -> None:
     from urllib.parse import quote
