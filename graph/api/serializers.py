@@ -7,7 +7,7 @@ answer with.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from rest_framework import serializers
@@ -112,12 +112,18 @@ class PathSerializer(serializers.Serializer):
 
 class AwareDateTimeField(serializers.DateTimeField):
     """An ISO 8601 date and time that names its timezone (``Z`` or an offset): a time
-    without one is refused rather than read in the server's timezone."""
+    without one is refused rather than read in the server's timezone. A moment that falls
+    outside Python's years 1..9999 in UTC (``0001-01-01T00:00:00+01:00``) is the first or last
+    representable one: "at or before" compares the same way with either."""
 
     def enforce_timezone(self, value: datetime) -> datetime:
         if value.tzinfo is None or value.utcoffset() is None:
             self.fail("naive")
-        return super().enforce_timezone(value)
+        try:
+            return super().enforce_timezone(value.astimezone(UTC))
+        except OverflowError:
+            edge = datetime.min if value.year == 1 else datetime.max
+            return super().enforce_timezone(edge.replace(tzinfo=UTC))
 
     default_error_messages = {
         **serializers.DateTimeField.default_error_messages,

@@ -318,6 +318,8 @@ def test_an_admin_restores_the_graph_as_it_was(tenant_a: Any) -> None:
     ({}, 400, "INVALID_INPUT"), ({"at": "yesterday"}, 400, "INVALID_INPUT"),
     ({"at": "2025-01-01T00:00:00"}, 400, "INVALID_INPUT"),
     ({"at": "2000-01-01T00:00:00Z"}, 404, "NOT_FOUND"),
+    # before year 1 in UTC: the earliest moment there is, not "out of range"
+    ({"at": "0001-01-01T00:00:00+01:01"}, 404, "NOT_FOUND"),
 ])
 def test_it_refuses_a_restore_it_cannot_do(tenant_a: Any, payload: dict[str, str],
                                           status: int, code: str) -> None:
