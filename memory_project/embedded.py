@@ -18,6 +18,7 @@ Roles created in the embedded PostgreSQL (trust authentication on the Unix socke
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -82,6 +83,9 @@ def start_postgres(data_dir: Path) -> tuple[str, str, str]:
             data_dir.mkdir(parents=True, exist_ok=True)
             _forget_dead_handles(data_dir)
             server = pgserver.get_server(data_dir, cleanup_mode="stop")
+            # Exit hooks run last registered first: this one runs before pgserver's, which
+            # stops the server only when no other listed process remains.
+            atexit.register(_forget_dead_handles, data_dir)
             _handles[f"pg:{data_dir}"] = server
             admin_url = superuser_url(data_dir)
             with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -97,8 +101,9 @@ def _forget_dead_handles(data_dir: Path) -> None:
     """Drop the pids of dead processes from pgserver's list of attached processes.
 
     pgserver stops the server when the last process in ``.handle_pids.json`` exits; a process
-    that died without running its exit hooks (``kill -9``, a crash, a reboot) stays listed
-    for ever, and the server would then never stop again.
+    that died without running its exit hooks (``SIGTERM`` or ``kill -9`` to a ``manage.py``
+    command, a crash, a reboot) stays listed for ever, and the server would then never stop
+    again. Called when a process attaches and again when it exits.
     """
     import psutil
     from pgserver.postgres_server import PostgresServer
