@@ -95,9 +95,13 @@ class StrictFloatField(serializers.FloatField):
     def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float):
             raise serializers.ValidationError("Must be a number.")
-        if not math.isfinite(data):
+        try:
+            value = float(data)  # an integer of 400 digits does not fit a float
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
             raise serializers.ValidationError("Must be a finite number.")
-        return float(super().to_internal_value(data))
+        return float(super().to_internal_value(value))
 
 
 class StrictBooleanField(serializers.BooleanField):
