@@ -239,22 +239,6 @@ def test_it_fails_the_whole_batch_on_one_invalid_item(tenant_a, bad, code) -> No
     assert snapshot(tenant_a) == before
 
 
-@pytest.mark.parametrize("field", ["importance", "confidence", "decayRate"])
-@pytest.mark.parametrize("value", [True, False, "0.5", None])
-def test_a_score_must_be_a_json_number(tenant_a, field: str, value: object) -> None:
-    """DRF's FloatField reads ``true`` as 1.0 and ``"0.5"`` as 0.5; the API takes numbers only,
-    on add and on update, and stores nothing from a refused request."""
-    memory = tenant_a.add("Already here")
-    before = snapshot(tenant_a)
-    added = tenant_a.client.post(URL, {"content": "x", "layer": "user",
-                                       "identifiers": {"userId": "u1"}, field: value},
-                                 format="json")
-    assert field in assert_error(added, 400, "INVALID_INPUT")["details"]["fields"]
-    updated = tenant_a.client.patch(f"{URL}/{memory.pk}", {field: value}, format="json")
-    assert_error(updated, 400, "INVALID_INPUT")
-    assert snapshot(tenant_a) == before
-
-
 def test_it_names_the_index_of_an_item_with_wrong_types(tenant_a) -> None:
     good = {"content": "Good item", "layer": "user", "identifiers": {"userId": "u1"}}
     response = tenant_a.client.post(f"{URL}/bulk", {"memories": [good, {"content": 5}]},

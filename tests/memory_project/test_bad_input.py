@@ -80,6 +80,22 @@ def test_it_answers_wrong_types_and_ranges_with_400(stored, raw: str) -> None:
     assert_error(send(stored, "post", M, raw), 400)
 
 
+@pytest.mark.parametrize("field", ["importance", "confidence", "decayRate"])
+@pytest.mark.parametrize("value", [True, False, "0.5", None])
+def test_a_score_must_be_a_json_number(tenant_a, field: str, value: object) -> None:
+    """DRF's FloatField reads ``true`` as 1.0 and ``"0.5"`` as 0.5; the API takes numbers only,
+    on add and on update, and stores nothing from a refused request."""
+    memory = tenant_a.add("Already here")
+    before = snapshot(tenant_a)
+    added = tenant_a.client.post(M, {"content": "x", "layer": "user",
+                                       "identifiers": {"userId": "u1"}, field: value},
+                                 format="json")
+    assert field in assert_error(added, 400, "INVALID_INPUT")["details"]["fields"]
+    updated = tenant_a.client.patch(f"{M}/{memory.pk}", {field: value}, format="json")
+    assert_error(updated, 400, "INVALID_INPUT")
+    assert snapshot(tenant_a) == before
+
+
 def test_it_refuses_a_number_as_content(tenant_a) -> None:
     response = send(tenant_a, "post", M, with_field(content=5))
     assert snapshot(tenant_a) == []
