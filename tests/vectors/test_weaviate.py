@@ -92,8 +92,7 @@ def test_grpc_errors_are_mapped(weaviate: Case) -> None:
     with pytest.raises(RateLimited):
         run(weaviate.backend.get, tenant, ["x"])
     # the client retries an unavailable server for ~30 s; the operation deadline (5 s here:
-    # 2 s failed other operations on a loaded CI machine) fails it sooner, so the memory
-    # system can fall back
+    # a loaded CI machine exceeded 2 s) fails it sooner, so the memory system can fall back
     weaviate.server.grpc_faults.extend([grpc.StatusCode.UNAVAILABLE] * 10)
     with pytest.raises(BackendUnavailable) as error:
         run(weaviate.backend.get, tenant, ["x"])
