@@ -81,6 +81,16 @@ def test_it_deletes_one_memory_with_204_and_only_that_agents(tenant_a: Any) -> N
         assert Memory.objects.get(pk=mine).state == State.DELETED
 
 
+def test_a_memory_id_that_reads_like_a_route_is_a_memory_id(tenant_a: Any) -> None:
+    """``…/memories/memories`` names memory "memories" of the agent (none: deleting it changes
+    nothing, as for any missing id), not the memories of an agent called "…/memories"."""
+    add(tenant_a, "Use ruff before committing")
+    url = URL.format(agent="reviewer-bot")
+    response = tenant_a.client.delete(f"{url}/memories")
+    assert response.status_code == 204, response.content
+    assert [m["content"] for m in listing(tenant_a)] == ["Use ruff before committing"]
+
+
 def test_it_deletes_every_memory_of_the_agent_and_project_with_204(tenant_a: Any) -> None:
     for i in range(52):
         add(tenant_a, f"Fact {i} about deployments")
