@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -89,19 +88,14 @@ class JsonObjectField(serializers.JSONField):
 
 
 class StrictFloatField(serializers.FloatField):
-    """A ``FloatField`` that accepts finite JSON numbers only: DRF's turns ``true`` into
-    ``1.0`` and ``"0.5"`` into ``0.5``, so a client's type mistake would pass unnoticed."""
+    """A ``FloatField`` that accepts JSON numbers only: DRF's turns ``true`` into ``1.0`` and
+    ``"0.5"`` into ``0.5``, so a client's type mistake would pass unnoticed. DRF's own checks
+    then refuse what is not finite or does not fit a float (a 400-digit integer)."""
 
     def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float):
             raise serializers.ValidationError("Must be a number.")
-        try:
-            value = float(data)  # an integer of 400 digits does not fit a float
-        except OverflowError:
-            value = math.inf
-        if not math.isfinite(value):
-            raise serializers.ValidationError("Must be a finite number.")
-        return float(super().to_internal_value(value))
+        return float(super().to_internal_value(data))
 
 
 class StrictBooleanField(serializers.BooleanField):
