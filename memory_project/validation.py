@@ -24,6 +24,9 @@ _WHITESPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205
 #: A layer identifier (``tenants.layers``): no NUL and not blank (at least one character
 #: that ``str.strip`` keeps).
 IDENTIFIER_PATTERN = rf"^[^\x00]*[^\x00{_WHITESPACE}][^\x00]*$"
+#: An id that names its object in a URL (``/api/v1/orgs/{orgId}``): an identifier without
+#: "/" (``tenants.services`` refuses one, which could never be fetched or deleted).
+ADDRESSABLE_ID_PATTERN = rf"^[^\x00/]*[^\x00/{_WHITESPACE}][^\x00/]*$"
 
 
 def unstorable_text(value: Any) -> str | None:

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from memory_project.validation import StrictCharField, no_nul
+from memory_project.validation import ADDRESSABLE_ID_PATTERN, StrictCharField, no_nul
+
+MAX_ID_LENGTH = 255
+
+
+@extend_schema_field({"type": "string", "maxLength": MAX_ID_LENGTH,
+                      "pattern": ADDRESSABLE_ID_PATTERN})
+class AddressableIdField(StrictCharField):
+    """The id of the node itself, which its URL names: the OpenAPI document states the rule
+    the service applies (no "/", not blank; ``tenants.services``), so clients and schema
+    validators know it before they send."""
+
+    def __init__(self, *, source: str) -> None:
+        super().__init__(source=source, max_length=MAX_ID_LENGTH, validators=[no_nul])
 
 
 class _NodeSerializer(serializers.Serializer):
@@ -18,21 +32,21 @@ class _NodeSerializer(serializers.Serializer):
 class OrganizationSerializer(_NodeSerializer):
     """``{"orgId": str, "name": str, "createdAt": datetime}``."""
 
-    orgId = StrictCharField(source="external_id", max_length=255, validators=[no_nul])
+    orgId = AddressableIdField(source="external_id")
 
 
 class TeamSerializer(_NodeSerializer):
     """``{"teamId": str, "orgId": str, "name": str, "createdAt": datetime}``."""
 
-    teamId = StrictCharField(source="external_id", max_length=255, validators=[no_nul])
-    orgId = StrictCharField(source="org.external_id", max_length=255, validators=[no_nul])
+    teamId = AddressableIdField(source="external_id")
+    orgId = StrictCharField(source="org.external_id", max_length=MAX_ID_LENGTH, validators=[no_nul])
 
 
 class ProjectSerializer(_NodeSerializer):
     """``{"projectId", "teamId" (optional), "orgId" (read-only), "name", "createdAt"}``."""
 
-    projectId = StrictCharField(source="external_id", max_length=255, validators=[no_nul])
-    teamId = StrictCharField(source="team.external_id", max_length=255, required=False,
+    projectId = AddressableIdField(source="external_id")
+    teamId = StrictCharField(source="team.external_id", max_length=MAX_ID_LENGTH, required=False,
                              allow_null=True, validators=[no_nul])
     orgId = serializers.CharField(source="team.org.external_id", read_only=True, default=None,
                                   allow_null=True)

@@ -5,7 +5,8 @@ Every operation gets ``FUZZ_EXAMPLES`` generated examples per generation phase (
 admin API key. Any failed check (a 5xx, a response that breaks the schema, a status or
 content type the schema does not declare, a rejected valid or accepted invalid input, ...)
 fails the test; ``CROSS_FIELD_RULES`` lists the operations where a schema-valid request may
-still get 400, and why.
+still get 400, and why. An invalid request may also be refused with 413: a generated body
+over ``MAX_REQUEST_BODY_BYTES`` is refused before its schema is read (``REJECTED``).
 """
 
 from __future__ import annotations
@@ -22,14 +23,19 @@ from django.db import close_old_connections
 from django.test import RequestFactory
 from drf_spectacular.views import SpectacularAPIView
 from hypothesis import HealthCheck, settings
+from schemathesis.config import SchemathesisConfig
+from schemathesis.config._checks import NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from memory_project.errors import InvalidInput
 from memory_project.validation import (
+    ADDRESSABLE_ID_PATTERN,
     IDENTIFIER_PATTERN,
     STORABLE_TEXT_PATTERN,
     unstorable_text,
 )
 from memory_project.wsgi import application
+from tenants.services import _check_addressable
 
 pytestmark = pytest.mark.django_db
 
@@ -107,7 +113,11 @@ def cases_report(request: pytest.FixtureRequest) -> Any:
               f"operations ({EXAMPLES} examples per operation and phase)")
 
 
-schema = schemathesis.openapi.from_dict(SERVED)
+#: Statuses that count as refusing an invalid request: schemathesis' own, and 413 for a body
+#: over the size limit, which the service refuses before reading it.
+REJECTED = [*NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES, "413"]
+schema = schemathesis.openapi.from_dict(SERVED, config=SchemathesisConfig.from_dict(
+    {"checks": {"negative_data_rejection": {"expected-statuses": REJECTED}}}))
 schema.app = application
 schema.location = "/api/schema/"
 
@@ -146,7 +156,7 @@ def test_every_pattern_is_one_the_schema_validators_read() -> None:
     import jsonschema_rs
 
     patterns = set(_patterns(SERVED))
-    assert {STORABLE_TEXT_PATTERN, IDENTIFIER_PATTERN} <= patterns
+    assert {STORABLE_TEXT_PATTERN, IDENTIFIER_PATTERN, ADDRESSABLE_ID_PATTERN} <= patterns
     for pattern in patterns:
         jsonschema_rs.validator_for({"type": "string", "pattern": pattern})  # raises if refused
         re.compile(pattern)
@@ -165,6 +175,27 @@ def test_the_identifier_pattern_is_the_rule_the_service_applies() -> None:
             if validator.is_valid(text) != accepted:
                 disagreements.append(text)
     assert not disagreements, [hex(ord(c)) for text in disagreements[:10] for c in text]
+
+
+def _addressable(text: str) -> bool:
+    try:
+        _check_addressable(text, "orgId", operation="org.create")
+    except InvalidInput:
+        return False
+    return unstorable_text(text) is None
+
+
+def test_the_addressable_id_pattern_is_the_rule_the_service_applies() -> None:
+    """The same for the ids that name an org, team or project in its URL: no "/" either (a
+    generated ``orgId`` ending in "/" was accepted by the schema and refused with 400)."""
+    import jsonschema_rs
+
+    validator = jsonschema_rs.validator_for({"type": "string", "pattern": ADDRESSABLE_ID_PATTERN})
+    disagreements = [text for code in [*range(0xD800), *range(0xE000, 0x10000), 0x1F600]
+                     for text in (chr(code), f"a{chr(code)}b", f" {chr(code)} ")
+                     if validator.is_valid(text) != _addressable(text)]
+    assert not disagreements, [hex(ord(c)) for text in disagreements[:10] for c in text]
+    assert not validator.is_valid("eng/") and validator.is_valid("eng")
 
 
 def test_an_empty_cursor_is_the_first_page(tenant_a: Any) -> None:

@@ -107,6 +107,19 @@ def test_it_refuses_numbers_as_hierarchy_ids(stored) -> None:
     assert_error(send(stored, "post", "/api/v1/teams", '{"teamId": "t", "orgId": 1}'), 400)
 
 
+@pytest.mark.parametrize(("url", "template"), [
+    ("/api/v1/orgs", '{"orgId": "%s"}'),
+    ("/api/v1/teams", '{"teamId": "%s", "orgId": "o1"}'),
+    ("/api/v1/projects", '{"projectId": "%s"}'),
+])
+def test_it_refuses_a_slash_in_a_hierarchy_id(stored, url: str, template: str) -> None:
+    """The node's URL names it, so "eng/" could never be fetched or deleted: 400, nothing
+    created (the OpenAPI document says so with ``ADDRESSABLE_ID_PATTERN``)."""
+    before = body(stored.client.get(url))
+    assert_error(send(stored, "post", url, template % "eng/"), 400, "INVALID_INPUT")
+    assert body(stored.client.get(url)) == before
+
+
 # \u0000 and a lone surrogate, as JSON spells them: neither can be stored by PostgreSQL.
 @pytest.mark.parametrize("bad", ["\\u0000", "\\ud800", "\\udfff"])
 @pytest.mark.parametrize(
