@@ -274,7 +274,7 @@ def api_key_touch(key_id: object) -> None:
     )
 
 
-def _check_addressable(external_id: str, field: str, *, operation: str) -> None:
+def check_addressable(external_id: str, field: str, *, operation: str) -> None:
     """An id that names the object in its URL (``/api/v1/orgs/{orgId}``) cannot hold ``/``:
     an object created with one could never be fetched or deleted.
 
@@ -329,7 +329,7 @@ def hierarchy_create(ctx: TenantContext, model: type[_Node], *, external_id: str
     """
     level, field, parent_model, parent_attr, parent_required = _LEVELS[model]
     operation = f"{level}.create"
-    _check_addressable(external_id, field, operation=operation)
+    check_addressable(external_id, field, operation=operation)
     parent = None
     if parent_model is not None and (parent_id or parent_required):
         parent = parent_model.objects.filter(external_id=parent_id).first()

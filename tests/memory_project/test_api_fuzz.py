@@ -24,7 +24,6 @@ from django.test import RequestFactory
 from drf_spectacular.views import SpectacularAPIView
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
-from schemathesis.config._checks import NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from memory_project.errors import InvalidInput
@@ -35,7 +34,7 @@ from memory_project.validation import (
     unstorable_text,
 )
 from memory_project.wsgi import application
-from tenants.services import _check_addressable
+from tenants.services import check_addressable
 
 pytestmark = pytest.mark.django_db
 
@@ -115,7 +114,8 @@ def cases_report(request: pytest.FixtureRequest) -> Any:
 
 #: Statuses that count as refusing an invalid request: schemathesis' own, and 413 for a body
 #: over the size limit, which the service refuses before reading it.
-REJECTED = [*NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES, "413"]
+REJECTED = [*SchemathesisConfig.from_dict({}).projects.default.checks
+            .negative_data_rejection.expected_statuses, "413"]
 schema = schemathesis.openapi.from_dict(SERVED, config=SchemathesisConfig.from_dict(
     {"checks": {"negative_data_rejection": {"expected-statuses": REJECTED}}}))
 schema.app = application
@@ -179,7 +179,7 @@ def test_the_identifier_pattern_is_the_rule_the_service_applies() -> None:
 
 def _addressable(text: str) -> bool:
     try:
-        _check_addressable(text, "orgId", operation="org.create")
+        check_addressable(text, "orgId", operation="org.create")
     except InvalidInput:
         return False
     return unstorable_text(text) is None
