@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -162,18 +163,22 @@ def test_every_pattern_is_one_the_schema_validators_read() -> None:
         re.compile(pattern)
 
 
-def test_the_identifier_pattern_is_the_rule_the_service_applies() -> None:
-    """Every character alone, and padded by letters: the pattern accepts exactly what
-    ``tenants.layers`` accepts (not blank by ``str.strip``, nothing ``unstorable_text``)."""
+def _disagreements(pattern: str, accepted: Callable[[str], bool]) -> list[str]:
+    """Every character alone, padded by letters and by spaces, that ``pattern`` and the
+    service's rule ``accepted`` judge differently."""
     import jsonschema_rs
 
-    validator = jsonschema_rs.validator_for({"type": "string", "pattern": IDENTIFIER_PATTERN})
-    disagreements = []
-    for code in [*range(0xD800), *range(0xE000, 0x10000), 0x1F600]:
-        for text in (chr(code), f"a{chr(code)}b", f" {chr(code)} "):
-            accepted = bool(text.strip()) and unstorable_text(text) is None
-            if validator.is_valid(text) != accepted:
-                disagreements.append(text)
+    validator = jsonschema_rs.validator_for({"type": "string", "pattern": pattern})
+    return [text for code in [*range(0xD800), *range(0xE000, 0x10000), 0x1F600]
+            for text in (chr(code), f"a{chr(code)}b", f" {chr(code)} ")
+            if validator.is_valid(text) != accepted(text)]
+
+
+def test_the_identifier_pattern_is_the_rule_the_service_applies() -> None:
+    """The pattern accepts exactly what ``tenants.layers`` accepts (not blank by
+    ``str.strip``, nothing ``unstorable_text``)."""
+    disagreements = _disagreements(
+        IDENTIFIER_PATTERN, lambda text: bool(text.strip()) and unstorable_text(text) is None)
     assert not disagreements, [hex(ord(c)) for text in disagreements[:10] for c in text]
 
 
@@ -188,14 +193,10 @@ def _addressable(text: str) -> bool:
 def test_the_addressable_id_pattern_is_the_rule_the_service_applies() -> None:
     """The same for the ids that name an org, team or project in its URL: no "/" either (a
     generated ``orgId`` ending in "/" was accepted by the schema and refused with 400)."""
-    import jsonschema_rs
-
-    validator = jsonschema_rs.validator_for({"type": "string", "pattern": ADDRESSABLE_ID_PATTERN})
-    disagreements = [text for code in [*range(0xD800), *range(0xE000, 0x10000), 0x1F600]
-                     for text in (chr(code), f"a{chr(code)}b", f" {chr(code)} ")
-                     if validator.is_valid(text) != _addressable(text)]
+    disagreements = _disagreements(ADDRESSABLE_ID_PATTERN, _addressable)
     assert not disagreements, [hex(ord(c)) for text in disagreements[:10] for c in text]
-    assert not validator.is_valid("eng/") and validator.is_valid("eng")
+    assert re.search(ADDRESSABLE_ID_PATTERN, "eng")
+    assert not re.search(ADDRESSABLE_ID_PATTERN, "eng/")
 
 
 def test_an_empty_cursor_is_the_first_page(tenant_a: Any) -> None:
