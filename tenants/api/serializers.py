@@ -6,11 +6,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memory_project.validation import ADDRESSABLE_ID_PATTERN, StrictCharField, no_nul
+from tenants.layers import MAX_IDENTIFIER_LENGTH
 
-MAX_ID_LENGTH = 255
 
-
-@extend_schema_field({"type": "string", "maxLength": MAX_ID_LENGTH,
+@extend_schema_field({"type": "string", "maxLength": MAX_IDENTIFIER_LENGTH,
                       "pattern": ADDRESSABLE_ID_PATTERN})
 class AddressableIdField(StrictCharField):
     """The id of the node itself, which its URL names: the OpenAPI document states the rule
@@ -18,7 +17,7 @@ class AddressableIdField(StrictCharField):
     validators know it before they send."""
 
     def __init__(self, *, source: str) -> None:
-        super().__init__(source=source, max_length=MAX_ID_LENGTH, validators=[no_nul])
+        super().__init__(source=source, max_length=MAX_IDENTIFIER_LENGTH, validators=[no_nul])
 
 
 class _NodeSerializer(serializers.Serializer):
@@ -39,14 +38,14 @@ class TeamSerializer(_NodeSerializer):
     """``{"teamId": str, "orgId": str, "name": str, "createdAt": datetime}``."""
 
     teamId = AddressableIdField(source="external_id")
-    orgId = StrictCharField(source="org.external_id", max_length=MAX_ID_LENGTH, validators=[no_nul])
+    orgId = StrictCharField(source="org.external_id", max_length=255, validators=[no_nul])
 
 
 class ProjectSerializer(_NodeSerializer):
     """``{"projectId", "teamId" (optional), "orgId" (read-only), "name", "createdAt"}``."""
 
     projectId = AddressableIdField(source="external_id")
-    teamId = StrictCharField(source="team.external_id", max_length=MAX_ID_LENGTH, required=False,
+    teamId = StrictCharField(source="team.external_id", max_length=255, required=False,
                              allow_null=True, validators=[no_nul])
     orgId = serializers.CharField(source="team.org.external_id", read_only=True, default=None,
                                   allow_null=True)
