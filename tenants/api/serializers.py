@@ -38,14 +38,15 @@ class TeamSerializer(_NodeSerializer):
     """``{"teamId": str, "orgId": str, "name": str, "createdAt": datetime}``."""
 
     teamId = AddressableIdField(source="external_id")
-    orgId = StrictCharField(source="org.external_id", max_length=255, validators=[no_nul])
+    orgId = StrictCharField(source="org.external_id", max_length=MAX_IDENTIFIER_LENGTH,
+                            validators=[no_nul])
 
 
 class ProjectSerializer(_NodeSerializer):
     """``{"projectId", "teamId" (optional), "orgId" (read-only), "name", "createdAt"}``."""
 
     projectId = AddressableIdField(source="external_id")
-    teamId = StrictCharField(source="team.external_id", max_length=255, required=False,
-                             allow_null=True, validators=[no_nul])
+    teamId = StrictCharField(source="team.external_id", max_length=MAX_IDENTIFIER_LENGTH,
+                             required=False, allow_null=True, validators=[no_nul])
     orgId = serializers.CharField(source="team.org.external_id", read_only=True, default=None,
                                   allow_null=True)
